@@ -1,0 +1,3 @@
+module routerd.dev/deploy
+
+go 1.26

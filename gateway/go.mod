@@ -1,0 +1,3 @@
+module routerd.dev/gateway
+
+go 1.26

@@ -1,0 +1,3 @@
+module routerd.dev/integration
+
+go 1.26

@@ -1,0 +1,3 @@
+module routerd.dev/proto
+
+go 1.26

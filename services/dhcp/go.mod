@@ -1,0 +1,3 @@
+module routerd.dev/services/dhcp
+
+go 1.26

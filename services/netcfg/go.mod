@@ -1,0 +1,3 @@
+module routerd.dev/services/netcfg
+
+go 1.26

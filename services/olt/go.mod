@@ -1,0 +1,3 @@
+module routerd.dev/services/olt
+
+go 1.26

@@ -1,0 +1,3 @@
+module routerd.dev/services/subscribers
+
+go 1.26

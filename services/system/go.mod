@@ -1,0 +1,3 @@
+module routerd.dev/services/system
+
+go 1.26
