@@ -1,3 +1,3 @@
 module routerd.dev/proto
 
-go 1.26
+go 1.26.0

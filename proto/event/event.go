@@ -1,0 +1,43 @@
+// Package event defines the events services publish on
+// router.events.<service>.<kind>. A JetStream stream named Stream keeps them
+// so the OLT monitor can tap and replay.
+package event
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Stream is the JetStream stream that stores every event.
+const Stream = "ROUTER_EVENTS"
+
+// SubjectPrefix is the prefix of every event subject.
+const SubjectPrefix = "router.events"
+
+// Subject returns the subject an event of kind from service is published on.
+func Subject(service, kind string) string {
+	return SubjectPrefix + "." + service + "." + kind
+}
+
+// Event is one change or observation.
+type Event struct {
+	Time    time.Time `json:"time"`
+	Service string    `json:"service"`
+	// Kind is e.g. "plan.created", "route.deleted", "lease.granted".
+	Kind string `json:"kind"`
+	// Caller and By say who caused a change (empty for observations).
+	Caller    string          `json:"caller,omitempty"`
+	By        string          `json:"by,omitempty"`
+	RequestID string          `json:"request_id,omitempty"`
+	Data      json.RawMessage `json:"data,omitempty"`
+}
+
+// Kinds of events published today.
+const (
+	PlanCreated  = "plan.created"
+	PlanUpdated  = "plan.updated"
+	PlanDeleted  = "plan.deleted"
+	RouteCreated = "route.created"
+	RouteDeleted = "route.deleted"
+	RouteRestore = "route.restored"
+)

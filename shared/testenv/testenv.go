@@ -1,0 +1,63 @@
+// Package testenv starts what component tests need: an in-process NATS
+// server and an embedded etcd, both in the test's temporary directory and
+// both stopped by t.Cleanup. There is no mock key-value store on purpose.
+package testenv
+
+import (
+	"context"
+	"log/slog"
+	"testing"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"routerd.dev/shared/bus"
+	"routerd.dev/shared/store"
+)
+
+// Env is a running bus and store.
+type Env struct {
+	NATS *server.Server
+	NC   *nats.Conn
+	Etcd *store.Embedded
+	KV   *clientv3.Client
+}
+
+// Start starts both; it fails the test when either cannot start.
+func Start(t testing.TB) *Env {
+	t.Helper()
+	dir := t.TempDir()
+	ns, err := bus.StartEmbedded(bus.EmbedConfig{StoreDir: dir + "/nats"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ns.Shutdown)
+	nc, err := bus.Connect("test", "", ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	e, err := store.StartEmbedded(context.Background(), store.EmbedConfig{Dir: dir + "/etcd"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Close)
+	kv := e.Client()
+	t.Cleanup(func() { kv.Close() })
+	return &Env{NATS: ns, NC: nc, Etcd: e, KV: kv}
+}
+
+// Log returns a logger that writes through t.Log, so output shows only for
+// failing tests.
+func Log(t testing.TB) *slog.Logger {
+	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+type testWriter struct{ t testing.TB }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Helper()
+	w.t.Log(string(p))
+	return len(p), nil
+}
