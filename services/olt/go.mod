@@ -1,3 +1,5 @@
 module routerd.dev/services/olt
 
-go 1.26
+go 1.26.0
+
+require github.com/google/go-cmp v0.7.0
