@@ -53,3 +53,11 @@ func (r *Request) Origin() string {
 	}
 	return r.Caller
 }
+
+// ClientCounts is the answer of ClientsSummary, read by GET /status.
+type ClientCounts struct {
+	Total int64 `json:"total"`
+	// Online counts clients whose address is a live neighbour now.
+	Online     int64            `json:"online"`
+	PerNetwork map[string]int64 `json:"per_network"`
+}

@@ -7,6 +7,7 @@ package netns
 
 import (
 	"fmt"
+	"os"
 	"runtime"
 
 	"github.com/google/nftables"
@@ -84,3 +85,24 @@ func (n *NS) Do(fn func() error) error {
 
 // Close releases the namespace handle.
 func (n *NS) Close() error { return n.handle.Close() }
+
+// New makes a fresh anonymous namespace (for tests and the lab's helpers):
+// nothing is mounted under /var/run/netns, so nothing outlives the process.
+// Close releases it.
+func New() (*NS, error) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	orig, err := netns.Get()
+	if err != nil {
+		return nil, fmt.Errorf("netns: current namespace: %w", err)
+	}
+	defer orig.Close()
+	h, err := netns.New()
+	if err != nil {
+		return nil, fmt.Errorf("netns: new namespace: %w", err)
+	}
+	if err := netns.Set(orig); err != nil {
+		panic(fmt.Sprintf("netns: cannot return to the original namespace: %v", err))
+	}
+	return &NS{path: fmt.Sprintf("/proc/%d/fd/%d", os.Getpid(), int(h)), handle: h}, nil
+}

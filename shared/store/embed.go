@@ -11,6 +11,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.etcd.io/etcd/server/v3/etcdserver/api/v3client"
+	"go.uber.org/zap"
 )
 
 // EmbedConfig says where an embedded etcd keeps its data and listens.
@@ -37,8 +38,9 @@ func StartEmbedded(ctx context.Context, c EmbedConfig) (*Embedded, error) {
 	cfg.Name = "routerd"
 	cfg.Dir = c.Dir
 	cfg.WalDir = filepath.Join(c.Dir, "wal")
-	cfg.LogLevel = "error"
-	cfg.Logger = "zap"
+	// etcd logs through zap at a volume that drowns routerd's own log
+	// (and every test's output); its failures surface as errors here.
+	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
 	// One member on one host: a snapshot every 10k writes keeps restarts quick.
 	cfg.SnapshotCount = 10000
 	cfg.AutoCompactionMode = "revision"

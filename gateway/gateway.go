@@ -1,0 +1,394 @@
+// Package gateway is the HTTP front of the router. It holds no state and
+// touches neither etcd nor the kernel: it authenticates each request, applies
+// the spec's conventions (formats, limits, errors, trailing slashes, the
+// action API) and forwards the operation on the bus subject of the service
+// that owns it, then writes that service's answer.
+package gateway
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/nats-io/nats.go"
+
+	"routerd.dev/proto"
+	pb "routerd.dev/proto/bus"
+	"routerd.dev/shared/apierr"
+	"routerd.dev/shared/bus"
+	"routerd.dev/shared/jsonout"
+)
+
+// MaxBody is the largest request body read; larger gets 413.
+const MaxBody = 4 << 20
+
+// Config is what a gateway needs.
+type Config struct {
+	// APIKey is the router's key; empty refuses every request.
+	APIKey string
+	// AuthLog receives failed authentications (may be nil in tests).
+	AuthLog *AuthLog
+	// NC is the bus connection.
+	NC *nats.Conn
+	// Log is the gateway's logger.
+	Log *slog.Logger
+}
+
+// Gateway is an http.Handler serving the whole API.
+type Gateway struct {
+	cfg     Config
+	mux     *chi.Mux
+	actions map[string]Route
+	forms   []string
+}
+
+// New builds the route tree from Routes.
+func New(cfg Config) (*Gateway, error) {
+	if cfg.NC == nil {
+		return nil, errors.New("gateway: no bus connection")
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	g := &Gateway{cfg: cfg, mux: chi.NewMux(), actions: map[string]Route{}}
+	taken := map[string][]string{}
+	for _, rt := range Routes {
+		if rt.Method != AnyOther {
+			taken[rt.Pattern] = append(taken[rt.Pattern], rt.Method)
+			g.mux.Method(rt.Method, rt.Pattern, g.restHandler(rt))
+			g.forms = append(g.forms, rt.Method+" "+rt.Pattern)
+		}
+		if rt.Action != "" {
+			if _, dup := g.actions[rt.Action]; dup {
+				return nil, errors.New("gateway: action " + rt.Action + " routed twice")
+			}
+			g.actions[rt.Action] = rt
+		}
+	}
+	for _, rt := range Routes {
+		if rt.Method != AnyOther {
+			continue
+		}
+		for _, m := range []string{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"} {
+			if !slices.Contains(taken[rt.Pattern], m) {
+				g.mux.Method(m, rt.Pattern, g.restHandler(rt))
+			}
+		}
+	}
+	g.mux.Handle("/api", http.HandlerFunc(g.actionHandler))
+	g.mux.NotFound(g.usage)
+	g.mux.MethodNotAllowed(g.methodNotAllowed)
+	return g, nil
+}
+
+// ServeHTTP authenticates, normalises and dispatches one request.
+func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	caller := callerAddr(r)
+	if !keyMatches(g.cfg.APIKey, givenKey(r)) {
+		reason := "wrong key"
+		if givenKey(r) == "" {
+			reason = "no key"
+		}
+		g.cfg.AuthLog.Failure(caller, r, reason)
+		writeError(w, &apierr.Error{Status: http.StatusUnauthorized, Message: authMessage})
+		return
+	}
+	if p := strings.TrimRight(r.URL.Path, "/"); p != r.URL.Path {
+		if p == "" {
+			p = "/"
+		}
+		r.URL.Path, r.URL.RawPath = p, ""
+	}
+	if r.ContentLength > MaxBody {
+		writeError(w, tooLarge())
+		return
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, MaxBody+1))
+	if err != nil {
+		writeError(w, apierr.BadRequest("cannot read request body: %v", err))
+		return
+	}
+	if len(body) > MaxBody {
+		writeError(w, tooLarge())
+		return
+	}
+	ctx := context.WithValue(r.Context(), bodyKey{}, body)
+	ctx = context.WithValue(ctx, callerKey{}, caller)
+	g.mux.ServeHTTP(w, r.WithContext(ctx))
+}
+
+type bodyKey struct{}
+type callerKey struct{}
+
+func tooLarge() *apierr.Error {
+	return &apierr.Error{Status: http.StatusRequestEntityTooLarge, Message: "request body larger than 4 MiB"}
+}
+
+// restHandler forwards a REST call to rt's subject.
+func (g *Gateway) restHandler(rt Route) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		req := g.envelope(r)
+		req.Args = objectOrEmpty(r.Context().Value(bodyKey{}).([]byte))
+		if rc := chi.RouteContext(r.Context()); rc != nil {
+			for i, k := range rc.URLParams.Keys {
+				if k == "*" {
+					continue
+				}
+				if req.Params == nil {
+					req.Params = map[string]string{}
+				}
+				req.Params[k] = rc.URLParams.Values[i]
+			}
+		}
+		g.forward(w, r, rt, req)
+	}
+}
+
+// actionHandler serves GET /api?action=<name>: every parameter is in the
+// query string, and the call becomes the same envelope as the REST form.
+func (g *Gateway) actionHandler(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	name := q.Get("action")
+	rt, ok := g.actions[name]
+	if !ok {
+		writeError(w, apierr.BadRequest("Unknown action").With("actions", g.actionNames()))
+		return
+	}
+	if r.Method != http.MethodGet && r.Method != http.MethodPost {
+		writeError(w, (&apierr.Error{Status: http.StatusMethodNotAllowed,
+			Message: "the action API takes GET (or POST): GET /api?action=" + name}).With("allowed", []string{"GET /api", "POST /api"}))
+		return
+	}
+	req := g.envelope(r)
+	req.Method, req.Action = rt.Method, name
+	args := map[string]string{}
+	for k, v := range q {
+		if k == "action" || k == "api_key" || len(v) == 0 {
+			continue
+		}
+		args[k] = v[len(v)-1]
+	}
+	req.Args, _ = json.Marshal(args)
+	path := rt.Pattern
+	for _, p := range patternParams(rt.Pattern) {
+		if req.Params == nil {
+			req.Params = map[string]string{}
+		}
+		req.Params[p] = args[p]
+		path = strings.Replace(path, "{"+p+"}", args[p], 1)
+	}
+	req.Path = path
+	req.Query = nil
+	g.forward(w, r, rt, req)
+}
+
+func (g *Gateway) envelope(r *http.Request) *pb.Request {
+	q := r.URL.Query()
+	q.Del("api_key")
+	return &pb.Request{
+		Method:    r.Method,
+		Path:      r.URL.Path,
+		Query:     q,
+		Caller:    r.Context().Value(callerKey{}).(string),
+		RequestID: newRequestID(),
+	}
+}
+
+// byPattern is the spec's rule for `by`: letters, digits, _ . @ -, at most 64.
+var byPattern = regexp.MustCompile(`^[A-Za-z0-9_.@-]{1,64}$`)
+
+func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, rt Route, req *pb.Request) {
+	by := argString(req.Args, "by")
+	if by == "" {
+		by = r.URL.Query().Get("by")
+	}
+	if by != "" && !byPattern.MatchString(by) {
+		writeError(w, apierr.Invalid("by", "by must be 1-64 letters, digits, _ . @ or -"))
+		return
+	}
+	req.By = by
+	w.Header().Set("X-Request-Id", req.RequestID)
+	timeout := rt.Timeout
+	if timeout == 0 {
+		timeout = DefaultTimeout
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), timeout)
+	defer cancel()
+	rep, err := bus.Call(ctx, g.cfg.NC, rt.Subject, req)
+	if err != nil {
+		ae := apierr.From(err)
+		g.cfg.Log.Error("bus call failed", "subject", rt.Subject, "request_id", req.RequestID, "err", err)
+		writeError(w, ae)
+		return
+	}
+	writeReply(w, rep)
+}
+
+func writeReply(w http.ResponseWriter, rep *pb.Reply) {
+	for k, v := range rep.Headers {
+		w.Header().Set(k, v)
+	}
+	if rep.ContentType != "" {
+		var data []byte
+		if err := json.Unmarshal(rep.Body, &data); err != nil {
+			writeError(w, apierr.Internal(err.Error(), "service sent an unreadable binary answer"))
+			return
+		}
+		w.Header().Set("Content-Type", rep.ContentType)
+		w.WriteHeader(rep.Status)
+		_, _ = w.Write(data)
+		return
+	}
+	out, err := jsonout.Reindent(rep.Body)
+	if err != nil {
+		writeError(w, apierr.Internal(err.Error(), "service sent an unreadable answer"))
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(rep.Status)
+	_, _ = w.Write(out)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	out, err := jsonout.Marshal(v)
+	if err != nil {
+		status = http.StatusInternalServerError
+		out = []byte("{\n    \"error\": \"cannot encode answer\"\n}\n")
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(out)
+}
+
+func writeError(w http.ResponseWriter, e *apierr.Error) { writeJSON(w, e.Status, e.Body()) }
+
+// usage answers a path that is no API resource: 200 with the summary.
+func (g *Gateway) usage(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]any{
+		"api":       proto.Banner,
+		"auth":      "send the API key in the X-API-Key header (or api_key in the query)",
+		"endpoints": g.forms,
+		"actions":   g.actionNames(),
+		"action":    "GET /api?action=<name>&<parameters>",
+	})
+}
+
+// methodNotAllowed answers 405 with the forms the path does take.
+func (g *Gateway) methodNotAllowed(w http.ResponseWriter, r *http.Request) {
+	var valid []string
+	for _, f := range g.forms {
+		_, pattern, _ := strings.Cut(f, " ")
+		if matchPattern(pattern, r.URL.Path) {
+			valid = append(valid, f)
+		}
+	}
+	writeError(w, (&apierr.Error{Status: http.StatusMethodNotAllowed,
+		Message: r.Method + " is not allowed here; valid: " + strings.Join(valid, ", ")}).With("allowed", valid))
+}
+
+func (g *Gateway) actionNames() []string {
+	names := make([]string, 0, len(g.actions))
+	for n := range g.actions {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+func matchPattern(pattern, path string) bool {
+	ps := strings.Split(strings.Trim(pattern, "/"), "/")
+	xs := strings.Split(strings.Trim(path, "/"), "/")
+	if len(ps) != len(xs) {
+		return false
+	}
+	for i := range ps {
+		if strings.HasPrefix(ps[i], "{") {
+			continue
+		}
+		if ps[i] != xs[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func patternParams(pattern string) []string {
+	var out []string
+	for _, s := range strings.Split(pattern, "/") {
+		if strings.HasPrefix(s, "{") && strings.HasSuffix(s, "}") {
+			out = append(out, strings.Trim(s, "{}"))
+		}
+	}
+	return out
+}
+
+// objectOrEmpty keeps a body that is a JSON object; anything else counts as
+// empty, as the spec says.
+func objectOrEmpty(body []byte) json.RawMessage {
+	var m map[string]json.RawMessage
+	if len(body) == 0 || json.Unmarshal(body, &m) != nil || m == nil {
+		return json.RawMessage(`{}`)
+	}
+	return json.RawMessage(body)
+}
+
+func argString(raw json.RawMessage, name string) string {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(raw, &m) != nil {
+		return ""
+	}
+	var s string
+	if json.Unmarshal(m[name], &s) != nil {
+		return ""
+	}
+	return s
+}
+
+func callerAddr(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+func newRequestID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// Serve runs the HTTP server on l until ctx ends, then shuts down
+// gracefully, letting running requests finish for up to 10 s.
+func (g *Gateway) Serve(ctx context.Context, l net.Listener) error {
+	srv := &http.Server{
+		Handler:           g,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       2 * time.Minute,
+		WriteTimeout:      6 * time.Minute,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(l) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		return srv.Shutdown(sctx)
+	}
+}
+
