@@ -391,4 +391,3 @@ func (g *Gateway) Serve(ctx context.Context, l net.Listener) error {
 		return srv.Shutdown(sctx)
 	}
 }
-

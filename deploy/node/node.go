@@ -1,0 +1,153 @@
+// Package node composes one routerd process: the bus and the store (embedded
+// or external), the target namespace, and whichever services the
+// configuration selects. The all-in-one binary and every split process of a
+// deployment run through here, so they differ only in configuration.
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+
+	"github.com/nats-io/nats-server/v2/server"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"golang.org/x/sync/errgroup"
+
+	"routerd.dev/gateway"
+	"routerd.dev/services/netcfg"
+	"routerd.dev/services/subscribers"
+	"routerd.dev/services/system"
+	"routerd.dev/shared/bus"
+	"routerd.dev/shared/config"
+	"routerd.dev/shared/netns"
+	"routerd.dev/shared/store"
+)
+
+// Options are the process-level choices that are not configuration.
+type Options struct {
+	Log *slog.Logger
+	// Listener, when set, is used for the API instead of listening on the
+	// configured address (tests pass one on port 0).
+	Listener net.Listener
+	// Ready is called with the API address once the API listens (services
+	// may still be starting: the first requests can get 503).
+	Ready func(apiAddr string)
+}
+
+// Run starts everything cfg selects and blocks until ctx ends or a service
+// fails; then it stops them all.
+func Run(ctx context.Context, cfg config.Config, opt Options) error {
+	log := opt.Log
+	if log == nil {
+		log = slog.Default()
+	}
+	if err := os.MkdirAll(cfg.StateDir, 0o750); err != nil {
+		return fmt.Errorf("state directory: %w", err)
+	}
+
+	var ns *server.Server
+	if cfg.NATSURL == "" {
+		var err error
+		ns, err = bus.StartEmbedded(bus.EmbedConfig{StoreDir: filepath.Join(cfg.StateDir, "nats"), Listen: cfg.NATSListen})
+		if err != nil {
+			return err
+		}
+		defer ns.Shutdown()
+		log.Info("embedded NATS started", "listen", orInProcess(cfg.NATSListen))
+	}
+	nc, err := bus.Connect("routerd", cfg.NATSURL, ns)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	if err := bus.EnsureStream(ctx, nc); err != nil {
+		return err
+	}
+
+	var kv *clientv3.Client
+	if cfg.Runs(subscribers.Name) || cfg.Runs(netcfg.Name) {
+		if len(cfg.EtcdEndpoints) == 0 {
+			e, err := store.StartEmbedded(ctx, store.EmbedConfig{Dir: filepath.Join(cfg.StateDir, "etcd"), ClientAddr: cfg.EtcdListen})
+			if err != nil {
+				return err
+			}
+			defer e.Close()
+			kv = e.Client()
+			log.Info("embedded etcd started", "client_url", e.ClientURL)
+		} else if kv, err = store.Dial(cfg.EtcdEndpoints); err != nil {
+			return err
+		}
+		defer kv.Close()
+	}
+
+	g, gctx := errgroup.WithContext(ctx)
+	run := func(name string, f func(context.Context) error) {
+		g.Go(func() error {
+			if err := f(gctx); err != nil && !errors.Is(err, context.Canceled) {
+				return fmt.Errorf("%s: %w", name, err)
+			}
+			return nil
+		})
+		log.Info("service started", "service", name)
+	}
+
+	if cfg.Runs(subscribers.Name) {
+		svc := subscribers.New(subscribers.Deps{NC: nc, KV: kv, Log: log.With("service", subscribers.Name)})
+		run(subscribers.Name, svc.Run)
+	}
+	if cfg.Runs(netcfg.Name) {
+		target, err := netns.Open(cfg.Netns)
+		if err != nil {
+			return err
+		}
+		defer target.Close()
+		svc, err := netcfg.New(netcfg.Deps{NC: nc, KV: kv, NS: target, Log: log.With("service", netcfg.Name)})
+		if err != nil {
+			return err
+		}
+		run(netcfg.Name, svc.Run)
+	}
+	if cfg.Runs(system.Name) {
+		svc := system.New(system.Deps{NC: nc, Log: log.With("service", system.Name)})
+		run(system.Name, svc.Run)
+	}
+	if cfg.Runs("gateway") {
+		if cfg.APIKey == "" {
+			log.Warn("api_key is empty: the API refuses every request until one is configured")
+		}
+		authLog, err := gateway.NewAuthLog(cfg.AuthLog)
+		if err != nil {
+			return err
+		}
+		gw, err := gateway.New(gateway.Config{APIKey: cfg.APIKey, AuthLog: authLog, NC: nc, Log: log.With("service", "gateway")})
+		if err != nil {
+			return err
+		}
+		l := opt.Listener
+		if l == nil {
+			if l, err = net.Listen("tcp", cfg.Addr()); err != nil {
+				return fmt.Errorf("gateway: %w", err)
+			}
+		}
+		addr := l.Addr().String()
+		run("gateway", func(ctx context.Context) error { return gw.Serve(ctx, l) })
+		log.Info("API listening", "addr", addr)
+		if opt.Ready != nil {
+			opt.Ready(addr)
+		}
+	} else if opt.Ready != nil {
+		opt.Ready("")
+	}
+	return g.Wait()
+}
+
+func orInProcess(listen string) string {
+	if listen == "" {
+		return "in-process only"
+	}
+	return listen
+}

@@ -1,0 +1,131 @@
+// Package system is the service behind GET /status (and later doctor,
+// alerts, saved configuration versions, backup and restore). It owns no
+// kernel state: it gathers what the other services report over the bus, so
+// every number it shows comes from the service that owns it.
+package system
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+
+	"routerd.dev/proto"
+	pb "routerd.dev/proto/bus"
+	"routerd.dev/shared/bus"
+	"routerd.dev/shared/version"
+)
+
+// Name is the service's name on the bus.
+const Name = "system"
+
+// askTimeout bounds each question to another service, so one slow service
+// delays GET /status by at most this much.
+const askTimeout = 2 * time.Second
+
+// Deps are what the service is built on.
+type Deps struct {
+	NC  *nats.Conn
+	Log *slog.Logger
+	Now func() time.Time
+}
+
+// Service is the system service.
+type Service struct{ deps Deps }
+
+// New builds the service.
+func New(d Deps) *Service {
+	if d.Log == nil {
+		d.Log = slog.Default()
+	}
+	if d.Now == nil {
+		d.Now = time.Now
+	}
+	return &Service{deps: d}
+}
+
+// Run serves until ctx ends.
+func (s *Service) Run(ctx context.Context) error {
+	svc, err := bus.Serve(s.deps.NC, bus.ServiceConfig{
+		Name: Name, Version: "1.0.0", Description: "status, health and configuration versions",
+		Log:       s.deps.Log,
+		Endpoints: []bus.Endpoint{{Subject: pb.StatusGet, Handler: s.status}},
+	})
+	if err != nil {
+		return err
+	}
+	<-ctx.Done()
+	return svc.Stop()
+}
+
+// Status is the status record of Document 1.
+type Status struct {
+	API           string           `json:"api"`
+	RouterVersion string           `json:"router_version"`
+	DHCPService   string           `json:"dhcp_service"`
+	TotalClients  int64            `json:"total_clients"`
+	OnlineClients int64            `json:"online_clients"`
+	PerNetwork    map[string]int64 `json:"per_network"`
+	Interfaces    int              `json:"interfaces"`
+	Antispoof     string           `json:"antispoof"`
+	ServerTime    string           `json:"server_time"`
+}
+
+func (s *Service) status(ctx context.Context, req *pb.Request) (int, any, error) {
+	st := Status{
+		API:           proto.Banner,
+		RouterVersion: version.Version,
+		PerNetwork:    map[string]int64{},
+		Antispoof:     "off",
+		ServerTime:    s.deps.Now().Format("2006-01-02 15:04:05"),
+	}
+	var counts pb.ClientCounts
+	if s.ask(ctx, pb.ClientsSummary, &counts) {
+		st.TotalClients, st.OnlineClients = counts.Total, counts.Online
+		if counts.PerNetwork != nil {
+			st.PerNetwork = counts.PerNetwork
+		}
+	}
+	var ifs struct {
+		Interfaces int `json:"interfaces"`
+	}
+	if s.ask(ctx, pb.InterfacesCount, &ifs) {
+		st.Interfaces = ifs.Interfaces
+	}
+	st.DHCPService = s.serviceState("dhcp")
+	return http.StatusOK, st, nil
+}
+
+// ask calls another service; a service that is not running leaves the
+// field at its zero value rather than failing the whole status.
+func (s *Service) ask(ctx context.Context, subject string, out any) bool {
+	ctx, cancel := context.WithTimeout(ctx, askTimeout)
+	defer cancel()
+	if err := bus.CallJSON(ctx, s.deps.NC, subject, &pb.Request{Method: http.MethodGet}, out); err != nil {
+		s.deps.Log.Debug("status: service did not answer", "subject", subject, "err", err)
+		return false
+	}
+	return true
+}
+
+// serviceState asks micro's discovery whether any instance of name is up:
+// "running" when one answers the ping, "stopped" otherwise.
+func (s *Service) serviceState(name string) string {
+	subj, err := micro.ControlSubject(micro.PingVerb, name, "")
+	if err != nil {
+		return "unknown"
+	}
+	msg, err := s.deps.NC.Request(subj, nil, 300*time.Millisecond)
+	if err != nil {
+		return "stopped"
+	}
+	var ping micro.Ping
+	if json.Unmarshal(msg.Data, &ping) != nil {
+		return "unknown"
+	}
+	return "running"
+}
