@@ -1,0 +1,63 @@
+# routerd — the two commands a newcomer needs:
+#   make run    the all-in-one binary in lab mode (embedded NATS + etcd, lab namespaces)
+#   make test   lint, unit, component, kernel and end-to-end tests
+SHELL := /bin/bash
+export GOFLAGS := -buildvcs=false
+
+# Every module of the workspace, as ./dir/... patterns.
+MODULES := $(shell go list -m -f '{{.Dir}}' 2>/dev/null | sed "s|^$(CURDIR)|.|")
+PKGS := $(addsuffix /...,$(MODULES))
+# The race detector runs where concurrency is densest and cheapest to check.
+RACE_PKGS := ./gateway/... ./shared/...
+# Everything but the end-to-end module, which runs last against a built binary.
+UNIT_PKGS := $(filter-out ./integration/...,$(PKGS))
+
+.PHONY: all build run test lint unit race e2e bench bench-dhcp deps clean
+
+all: build
+
+build:
+	go build -o bin/routerd ./deploy/routerd
+
+## run: start routerd in lab mode on 127.0.0.1:8880 (needs root: it builds network namespaces).
+run: build
+	./bin/routerd --lab --state state/lab
+
+## deps: install the Debian packages the tests use (as root, only what is missing).
+deps:
+	@missing=$$(grep -v '^#' deploy/debian-packages.txt | grep -v '^$$' | while read p; do \
+		dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+		if [ "$$(id -u)" = 0 ]; then \
+			echo "installing: $$missing"; \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+		else echo "not root: kernel and client tests needing $$missing will skip"; fi; \
+	fi
+
+## test: everything CI runs.
+test: deps lint unit race e2e
+
+lint:
+	@out=$$(gofmt -l $(patsubst %/...,%,$(MODULES))); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	go vet $(PKGS)
+
+unit:
+	go test -count=1 -timeout 15m $(UNIT_PKGS)
+
+race:
+	go test -count=1 -race -timeout 10m $(RACE_PKGS)
+
+e2e: build
+	ROUTERD_BIN=$(CURDIR)/bin/routerd go test -count=1 -timeout 10m ./integration/...
+
+## bench: gateway and bus-hop benchmarks, OLT driver benchmarks; figures in the issue notes.
+bench:
+	go test -run '^$$' -bench . -benchtime 3s ./gateway/...
+	-go test -run '^$$' -bench . ./services/olt/...
+
+## bench-dhcp: our DHCP engine against ISC Kea with perfdhcp, side by side.
+bench-dhcp:
+	bash integration/bench/dhcp/run.sh
+
+clean:
+	rm -rf bin
