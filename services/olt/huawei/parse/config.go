@@ -29,7 +29,9 @@ type Config struct {
 	ServicePorts []driver.ServicePort         `json:"service_ports"`
 	ONTs         []ConfigONT                  `json:"onts"`
 	NTPServers   []string                     `json:"ntp_servers,omitempty"`
-	Option82     bool                         `json:"option82"`
+	// AutofindPorts are the PON ports with ONT autofind enabled.
+	AutofindPorts []string `json:"autofind_ports,omitempty"`
+	Option82      bool     `json:"option82"`
 }
 
 var (
@@ -48,6 +50,7 @@ var (
 	ntpServerRe  = regexp.MustCompile(`^ntp-service unicast-server (\S+)`)
 	option82On   = regexp.MustCompile(`^dhcp option82 enable|^dhcp-option82 enable|^dhcp option82 (rebuild|forward|on)`)
 	cfgTotalLine = regexp.MustCompile(`^\[.*\]$`)
+	autofindRe   = regexp.MustCompile(`^port (\d+) ont-auto-find enable`)
 )
 
 // ParseConfig parses a running configuration (or a section of it).
@@ -108,6 +111,8 @@ func ParseConfig(raw string) Config {
 				LineProfile: atoi(m[4]), SrvProfile: atoi(m[5]), Description: m[6]})
 		case cfgSPRe.MatchString(t):
 			c.ServicePorts = append(c.ServicePorts, ConfigServicePort(t))
+		case autofindRe.MatchString(t) && iface != "" && ifaceKind == "gpon":
+			c.AutofindPorts = append(c.AutofindPorts, iface+"/"+autofindRe.FindStringSubmatch(t)[1])
 		case ntpServerRe.MatchString(t):
 			c.NTPServers = append(c.NTPServers, ntpServerRe.FindStringSubmatch(t)[1])
 		case option82On.MatchString(t):

@@ -1,0 +1,353 @@
+package huawei
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+
+	"routerd.dev/services/olt/driver"
+	"routerd.dev/services/olt/huawei/parse"
+)
+
+// Telnet protocol bytes (RFC 854/857/858): only what a SmartAX negotiates.
+const (
+	tIAC    = 255
+	tDONT   = 254
+	tDO     = 253
+	tWONT   = 252
+	tWILL   = 251
+	tSB     = 250
+	tSE     = 240
+	optEcho = 1
+	optSGA  = 3
+)
+
+var (
+	promptRe  = regexp.MustCompile(`(?:^|\n)([A-Za-z0-9_\-.]+)(\([A-Za-z0-9_\-/.]+\))?([>#])\s*$`)
+	moreEndRe = regexp.MustCompile(`-+ More \( Press 'Q' to break \) -+\s*$`)
+	paramEnd  = regexp.MustCompile(`\{ ?<cr>[^\n]*\}:\s*$`)
+	confirmRe = regexp.MustCompile(`\(y/n\)\[[yn]\]:\s*$`)
+	ansiRe    = regexp.MustCompile(`\x1b\[[0-9;?]*[A-Za-z]`)
+)
+
+// session is one logged-in CLI connection. It is used by one call at a
+// time; the pool hands it out.
+type session struct {
+	host   string
+	closer io.Closer
+	w      io.Writer
+	wmu    sync.Mutex
+	chunks chan []byte
+	errc   chan error
+	prompt string // last prompt seen, e.g. "OLT1(config)#"
+	broken bool
+	ex     []driver.Exchange // the current call's transcript
+	alarms []string
+}
+
+func (s *session) send(text string) error {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	_, err := io.WriteString(s.w, text)
+	return err
+}
+
+// startReader pumps r into s.chunks; filter (telnet) may rewrite bytes
+// and answer negotiation.
+func (s *session) startReader(r io.Reader, filter func([]byte) []byte) {
+	s.chunks = make(chan []byte, 64)
+	s.errc = make(chan error, 1)
+	go func() {
+		buf := make([]byte, 4096)
+		for {
+			n, err := r.Read(buf)
+			if n > 0 {
+				b := append([]byte(nil), buf[:n]...)
+				if filter != nil {
+					b = filter(b)
+				}
+				if len(b) > 0 {
+					s.chunks <- b
+				}
+			}
+			if err != nil {
+				s.errc <- err
+				close(s.chunks)
+				return
+			}
+		}
+	}()
+}
+
+// telnetFilter removes option negotiation from the stream and answers it:
+// yes to the OLT echoing and suppressing go-ahead, no to anything else.
+func (s *session) telnetFilter() func([]byte) []byte {
+	state, cmd := 0, byte(0)
+	return func(in []byte) []byte {
+		out := in[:0:0]
+		for _, b := range in {
+			switch state {
+			case 0:
+				if b == tIAC {
+					state = 1
+				} else {
+					out = append(out, b)
+				}
+			case 1:
+				switch b {
+				case tIAC:
+					out = append(out, b)
+					state = 0
+				case tWILL, tWONT, tDO, tDONT:
+					cmd, state = b, 2
+				case tSB:
+					state = 3
+				default:
+					state = 0
+				}
+			case 2:
+				var reply []byte
+				switch {
+				case cmd == tWILL && (b == optEcho || b == optSGA):
+					reply = []byte{tIAC, tDO, b}
+				case cmd == tWILL:
+					reply = []byte{tIAC, tDONT, b}
+				case cmd == tDO:
+					reply = []byte{tIAC, tWONT, b}
+				}
+				if reply != nil {
+					go s.send(string(reply))
+				}
+				state = 0
+			case 3:
+				if b == tIAC {
+					state = 4
+				}
+			case 4:
+				if b == tSE {
+					state = 0
+				} else {
+					state = 3
+				}
+			}
+		}
+		return out
+	}
+}
+
+// until reads until the OLT shows a prompt, answering the paging prompt
+// with a space, the parameter prompt with Enter and y/n questions with y.
+// It returns everything read, verbatim.
+func (s *session) until(ctx context.Context, stop func(string) bool) (string, error) {
+	var buf strings.Builder
+	handled := 0 // bytes of buf already answered
+	for {
+		tail := buf.String()[handled:]
+		clean := ansiRe.ReplaceAllString(tail, "")
+		switch {
+		case stop(clean):
+			return buf.String(), nil
+		case moreEndRe.MatchString(clean):
+			handled = buf.Len()
+			if err := s.send(" "); err != nil {
+				return buf.String(), err
+			}
+		case paramEnd.MatchString(clean):
+			handled = buf.Len()
+			if err := s.send("\r\n"); err != nil {
+				return buf.String(), err
+			}
+		case confirmRe.MatchString(clean):
+			handled = buf.Len()
+			if err := s.send("y\r\n"); err != nil {
+				return buf.String(), err
+			}
+		}
+		select {
+		case <-ctx.Done():
+			s.broken = true
+			return buf.String(), fmt.Errorf("%w (%v)", driver.ErrTimeout, ctx.Err())
+		case b, ok := <-s.chunks:
+			if !ok {
+				s.broken = true
+				err := <-s.errc
+				s.errc <- err
+				return buf.String(), fmt.Errorf("connection to %s lost: %w", s.host, err)
+			}
+			buf.Write(b)
+		}
+	}
+}
+
+func isPrompt(text string) bool { return promptRe.MatchString(text) }
+
+// exec sends one command and returns its cleaned output (echo and prompt
+// removed) and the OLT's error, if it printed one.
+func (s *session) exec(ctx context.Context, cmd string) (string, error) {
+	if s.broken {
+		return "", errors.New("session is broken")
+	}
+	if err := s.send(cmd + "\r\n"); err != nil {
+		s.broken = true
+		return "", err
+	}
+	raw, err := s.until(ctx, isPrompt)
+	s.ex = append(s.ex, driver.Exchange{Sent: cmd, Reply: raw})
+	if err != nil {
+		return "", err
+	}
+	text, alarms := parse.Clean(raw)
+	s.alarms = append(s.alarms, alarms...)
+	lines := strings.Split(text, "\n")
+	// The echo of the command is the first line, the new prompt the last.
+	if len(lines) > 0 && strings.TrimSpace(lines[0]) == strings.TrimSpace(cmd) {
+		lines = lines[1:]
+	}
+	if n := len(lines); n > 0 {
+		if m := promptRe.FindStringSubmatch("\n" + lines[n-1]); m != nil {
+			s.prompt = m[1] + m[2] + m[3]
+			lines = lines[:n-1]
+		}
+	}
+	out := strings.Join(lines, "\n")
+	if e := parse.Error(out); e != "" {
+		return out, &driver.CommandError{Command: cmd, Text: e}
+	}
+	return out, nil
+}
+
+// mode is the CLI mode of the last prompt: "user", "privileged", "config",
+// "config-if-gpon-0/1", ...
+func (s *session) mode() string { return parse.Mode(s.prompt) }
+
+func (s *session) close() {
+	s.broken = true
+	s.closer.Close()
+}
+
+type dialer struct {
+	host, user, pass string
+	port             int
+	protocol         string
+}
+
+// dial connects and logs in, leaving the session in config mode.
+func dial(ctx context.Context, d dialer) (*session, error) {
+	addr := net.JoinHostPort(d.host, fmt.Sprint(d.port))
+	var nd net.Dialer
+	c, err := nd.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		c.SetDeadline(dl)
+	}
+	s := &session{host: d.host}
+	switch d.protocol {
+	case "ssh":
+		cc, chans, reqs, err := ssh.NewClientConn(c, addr, &ssh.ClientConfig{
+			User: d.user, Auth: []ssh.AuthMethod{ssh.Password(d.pass)},
+			// OLTs present self-signed keys the router cannot know in
+			// advance; the operator vouches for the host by registering it.
+			HostKeyCallback: ssh.InsecureIgnoreHostKey(),
+		})
+		if err != nil {
+			c.Close()
+			if strings.Contains(err.Error(), "unable to authenticate") {
+				return nil, &driver.LoginError{Host: d.host, Reason: err.Error()}
+			}
+			return nil, err
+		}
+		client := ssh.NewClient(cc, chans, reqs)
+		sess, err := client.NewSession()
+		if err != nil {
+			client.Close()
+			return nil, err
+		}
+		if err := sess.RequestPty("vt100", 0, 512, ssh.TerminalModes{ssh.ECHO: 1}); err != nil {
+			client.Close()
+			return nil, err
+		}
+		stdin, _ := sess.StdinPipe()
+		stdout, _ := sess.StdoutPipe()
+		if err := sess.Shell(); err != nil {
+			client.Close()
+			return nil, err
+		}
+		s.w, s.closer = stdin, client
+		s.startReader(stdout, nil)
+	default:
+		s.w, s.closer = c, c
+		s.startReader(c, s.telnetFilter())
+		if err := s.telnetLogin(ctx, d); err != nil {
+			s.close()
+			return nil, err
+		}
+	}
+	c.SetDeadline(time.Time{})
+	if _, err := s.until(ctx, isPrompt); err != nil {
+		s.close()
+		return nil, err
+	}
+	for _, cmd := range []string{"enable", "config"} {
+		if _, err := s.exec(ctx, cmd); err != nil {
+			s.close()
+			return nil, err
+		}
+	}
+	s.ex = nil
+	return s, nil
+}
+
+func (s *session) telnetLogin(ctx context.Context, d dialer) error {
+	ends := func(suffix string) func(string) bool {
+		return func(t string) bool { return strings.HasSuffix(strings.TrimRight(t, " "), suffix) }
+	}
+	if _, err := s.until(ctx, ends("User name:")); err != nil {
+		return err
+	}
+	if err := s.send(d.user + "\r\n"); err != nil {
+		return err
+	}
+	if _, err := s.until(ctx, ends("User password:")); err != nil {
+		return err
+	}
+	if err := s.send(d.pass + "\r\n"); err != nil {
+		return err
+	}
+	refused := regexp.MustCompile(`invalid|upper limit|User name:\s*$|locked`)
+	raw, err := s.until(ctx, func(t string) bool { return isPrompt(t) || refused.MatchString(t) })
+	if err != nil {
+		return err
+	}
+	if !isPrompt(ansiRe.ReplaceAllString(raw, "")) {
+		text, _ := parse.Clean(raw)
+		return &driver.LoginError{Host: d.host, Reason: strings.TrimSpace(text)}
+	}
+	// until consumed the prompt; dial waits for it again, so replay it.
+	s.prompt = strings.TrimSpace(raw[strings.LastIndexAny(raw, "\n")+1:])
+	s.pushBack(s.prompt)
+	return nil
+}
+
+// pushBack makes text the next thing read.
+func (s *session) pushBack(text string) {
+	old := s.chunks
+	nc := make(chan []byte, 64)
+	nc <- []byte(text)
+	go func() {
+		for b := range old {
+			nc <- b
+		}
+		close(nc)
+	}()
+	s.chunks = nc
+}

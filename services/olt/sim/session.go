@@ -1,0 +1,303 @@
+package sim
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+)
+
+// session is one logged-in CLI user.
+type session struct {
+	olt      *OLT
+	in       byteReader
+	out      io.Writer
+	mode     string // user, priv, config, gpon, mpu, line, srv
+	iface    string // "0/1" in interface modes
+	profID   int    // profile being edited in line/srv modes
+	noSmart  bool   // `undo smart`: no parameter prompts
+	noPaging bool   // `screen-length 0 temporary` / `scroll`
+	lastCR   bool
+	closed   bool
+}
+
+// reply is what a command does: an optional parameter prompt to answer
+// with Enter first, an optional y/n question, then run (under the OLT lock)
+// which returns the output.
+type reply struct {
+	param   string
+	confirm string
+	run     func() string
+}
+
+func (s *session) write(text string) error {
+	_, err := io.WriteString(s.out, strings.ReplaceAll(text, "\n", "\r\n"))
+	return err
+}
+
+// readLine reads one line, accepting CR, LF, CRLF and CR NUL as its end.
+func (s *session) readLine(echo bool) (string, error) {
+	var b []byte
+	for {
+		c, err := s.in.ReadByte()
+		if err != nil {
+			return "", err
+		}
+		if s.lastCR && (c == '\n' || c == 0) {
+			s.lastCR = false
+			continue
+		}
+		s.lastCR = c == '\r'
+		switch c {
+		case '\r', '\n':
+			if echo {
+				if err := s.write(string(b) + "\n"); err != nil {
+					return "", err
+				}
+			}
+			return string(b), nil
+		case 8, 127:
+			if len(b) > 0 {
+				b = b[:len(b)-1]
+			}
+		default:
+			b = append(b, c)
+		}
+	}
+}
+
+func (s *session) login() bool {
+	for try := 0; try < 3; try++ {
+		if s.write("\n>>User name:") != nil {
+			return false
+		}
+		user, err := s.readLine(true)
+		if err != nil {
+			return false
+		}
+		if s.write("\n>>User password:") != nil {
+			return false
+		}
+		pass, err := s.readLine(false)
+		if err != nil {
+			return false
+		}
+		if user == s.olt.cfg.User && pass == s.olt.cfg.Pass {
+			s.banner()
+			return true
+		}
+		s.write("\n  Username or password invalid.\n")
+	}
+	s.write("\n  Reenter times have reached the upper limit.\n")
+	return false
+}
+
+func (s *session) banner() {
+	now := s.olt.now()
+	s.mode = "user"
+	s.write(fmt.Sprintf(`
+
+  Huawei Integrated Access Software (%s).
+  Copyright(C) Huawei Technologies Co., Ltd. 2002-2023. All rights reserved.
+
+  -----------------------------------------------------------------------------
+  User last login information:
+  -----------------------------------------------------------------------------
+  Access Type : Telnet
+  IP-Address  : 127.0.0.1
+  Login  Time : %s
+  Logout Time : %s
+  -----------------------------------------------------------------------------
+
+`, modelFamily(s.olt.model), now.Add(-time.Hour).Format("2006-01-02 15:04:05-07:00"),
+		now.Add(-50*time.Minute).Format("2006-01-02 15:04:05-07:00")))
+}
+
+func modelFamily(m Model) string {
+	if m == MA5800 {
+		return "MA5800"
+	}
+	return "MA5600"
+}
+
+func (s *session) prompt() string {
+	o := s.olt
+	o.mu.Lock()
+	name := o.st.sysname
+	o.mu.Unlock()
+	switch s.mode {
+	case "user":
+		return name + ">"
+	case "priv":
+		return name + "#"
+	case "config":
+		return name + "(config)#"
+	case "gpon":
+		return name + "(config-if-gpon-" + s.iface + ")#"
+	case "mpu":
+		return name + "(config-if-mpu-" + s.iface + ")#"
+	case "line":
+		return fmt.Sprintf("%s(config-gpon-lineprofile-%d)#", name, s.profID)
+	case "srv":
+		return fmt.Sprintf("%s(config-gpon-srvprofile-%d)#", name, s.profID)
+	}
+	return name + ">"
+}
+
+func (s *session) run(ctx context.Context) {
+	for !s.closed && ctx.Err() == nil {
+		p := s.prompt()
+		if s.write("\n"+p) != nil {
+			return
+		}
+		line, err := s.readLine(true)
+		if err != nil {
+			return
+		}
+		o := s.olt
+		o.mu.Lock()
+		o.commands++
+		o.received[strings.TrimSpace(line)]++
+		lat := o.latency
+		drop := o.dropNext != "" && strings.HasPrefix(strings.TrimSpace(line), o.dropNext)
+		if drop {
+			o.dropNext = ""
+		}
+		o.mu.Unlock()
+		if drop {
+			return
+		}
+		if lat > 0 {
+			time.Sleep(lat)
+		}
+		line = strings.TrimSpace(line)
+		if line == "" {
+			continue
+		}
+		r := s.dispatch(line, len(p))
+		if r.param != "" && !s.noSmart {
+			if s.write(r.param+" ") != nil {
+				return
+			}
+			if _, err := s.readLine(true); err != nil {
+				return
+			}
+			s.count()
+			s.write("\n  Command:\n          " + line + "\n")
+		}
+		if r.confirm != "" {
+			if s.write(r.confirm) != nil {
+				return
+			}
+			ans, err := s.readLine(true)
+			if err != nil {
+				return
+			}
+			s.count()
+			if !strings.HasPrefix(strings.ToLower(strings.TrimSpace(ans)), "y") {
+				continue
+			}
+		}
+		if r.run == nil {
+			continue
+		}
+		o.mu.Lock()
+		out := r.run()
+		o.mu.Unlock()
+		if !s.output(out) {
+			return
+		}
+	}
+}
+
+func (s *session) count() {
+	s.olt.mu.Lock()
+	s.olt.commands++
+	s.olt.mu.Unlock()
+}
+
+// output prints an answer: alarms spliced into the middle when due, and a
+// More prompt after every screenful when paging is on.
+func (s *session) output(out string) bool {
+	if out == "" {
+		return true
+	}
+	o := s.olt
+	o.mu.Lock()
+	paging, pageLines := o.paging && !s.noPaging, o.cfg.PageLines
+	var alarms []string
+	lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
+	if len(o.pending) > 0 || (o.alarms && len(lines) >= 4) {
+		alarms = o.pending
+		o.pending = nil
+		if len(alarms) == 0 {
+			alarms = []string{alarmText(o.now(), "The ONT optical power is abnormal", "FrameID: 0, SlotID: 1, PortID: 0, ONT ID: 0")}
+		}
+	}
+	o.mu.Unlock()
+	if len(alarms) > 0 {
+		mid := len(lines) / 2
+		var al []string
+		for _, a := range alarms {
+			al = append(al, strings.Split(strings.TrimSuffix(a, "\n"), "\n")...)
+		}
+		lines = append(lines[:mid:mid], append(al, lines[mid:]...)...)
+	}
+	var b strings.Builder
+	n := 0
+	for i, l := range lines {
+		b.WriteString(l + "\n")
+		n++
+		if paging && n >= pageLines-1 && i < len(lines)-1 {
+			if s.write(b.String()+MoreMarker) != nil {
+				return false
+			}
+			b.Reset()
+			n = 0
+			key, err := s.in.ReadByte()
+			if err != nil {
+				return false
+			}
+			s.count()
+			if key == 'q' || key == 'Q' {
+				return s.write("\n") == nil
+			}
+			// The erase sequence the real OLT prints over the prompt; the
+			// next row follows on the same screen line.
+			b.WriteString("\x1b[37D" + strings.Repeat(" ", 37) + "\x1b[37D")
+		}
+	}
+	return s.write(b.String()) == nil
+}
+
+// MoreMarker is the paging prompt.
+const MoreMarker = "---- More ( Press 'Q' to break ) ----"
+
+// tokens splits a command line into words, keeping quoted strings whole
+// (without their quotes).
+func tokens(line string) []string {
+	var out []string
+	var cur strings.Builder
+	inQ, has := false, false
+	for _, r := range line {
+		switch {
+		case r == '"':
+			inQ = !inQ
+			has = true
+		case (r == ' ' || r == '\t') && !inQ:
+			if has {
+				out = append(out, cur.String())
+				cur.Reset()
+				has = false
+			}
+		default:
+			cur.WriteRune(r)
+			has = true
+		}
+	}
+	if has {
+		out = append(out, cur.String())
+	}
+	return out
+}

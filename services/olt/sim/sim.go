@@ -1,0 +1,379 @@
+// Package sim is a simulator of Huawei SmartAX GPON OLTs (MA5800, MA5608T,
+// MA5683T) that serves their command line over telnet and SSH on loopback.
+// Each simulated OLT keeps a state model (boards, PON ports, autofind,
+// registered ONTs, VLANs and uplink tagging, profiles, traffic tables,
+// service-ports, running configuration, moving counters and optical
+// readings) and prints what a real one prints, with the layouts of the
+// captures in shared/olt-transcripts: column padding, the parameter prompt
+// and `Command:` echo, paging, CRLF, errors and, when switched on,
+// asynchronous alarm blocks in the middle of output.
+//
+// Tests and the router's lab mode start it in-process with Start; the
+// oltsim program serves it from flags.
+package sim
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+)
+
+// Config describes the simulated OLTs.
+type Config struct {
+	// OLTs to serve; empty means one OLT with defaults.
+	OLTs []OLTConfig
+	// Addr is the host to listen on, e.g. "127.0.0.1" (the default); every
+	// OLT gets its own telnet and SSH port, chosen by the kernel.
+	Addr string
+	// Logger receives connection events; nil discards them.
+	Logger *slog.Logger
+	// Now is the clock readings and timestamps are based on; nil means
+	// time.Now.
+	Now func() time.Time
+}
+
+// OLTConfig describes one simulated OLT.
+type OLTConfig struct {
+	// Name is the sysname shown in the prompt, e.g. "OLT1" (default "OLT<n>").
+	Name string
+	// Model picks firmware-dependent answers; default MA5800.
+	Model Model
+	// User and Pass are the accepted credentials; default "root"/"admin".
+	User, Pass string
+	// NoPaging starts with paging off (it can be switched at run time).
+	NoPaging bool
+	// PageLines is the screen length; default 24 lines.
+	PageLines int
+	// Alarms prints an alarm block in the middle of every output of four
+	// lines or more.
+	Alarms bool
+	// Latency is added before every answer, to model a slow device.
+	Latency time.Duration
+	// Autofind seeds ONTs waiting to be registered.
+	Autofind []AutofindONT
+}
+
+// Server is a running simulator.
+type Server struct {
+	olts   []*OLT
+	log    *slog.Logger
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// OLT is one simulated OLT: its listeners, settings and state.
+type OLT struct {
+	cfg     OLTConfig
+	now     func() time.Time
+	log     *slog.Logger
+	telnet  net.Listener
+	sshL    net.Listener
+	sshConf *ssh.ServerConfig
+
+	mu       sync.Mutex // guards everything below and st
+	st       *state
+	paging   bool
+	alarms   bool
+	latency  time.Duration
+	pending  []string // alarms to print in the next output
+	model    Model
+	commands int
+	conns    map[net.Conn]bool
+	dropNext string // command prefix after which the connection is dropped
+	received map[string]int
+}
+
+// Start starts the simulated OLTs and returns when they listen. They stop
+// when ctx ends or Close is called.
+func Start(ctx context.Context, cfg Config) (*Server, error) {
+	if len(cfg.OLTs) == 0 {
+		cfg.OLTs = []OLTConfig{{}}
+	}
+	if cfg.Addr == "" {
+		cfg.Addr = "127.0.0.1"
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	_, key, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	signer, err := ssh.NewSignerFromKey(key)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	s := &Server{log: log, cancel: cancel}
+	for i, oc := range cfg.OLTs {
+		if oc.Name == "" {
+			oc.Name = fmt.Sprintf("OLT%d", i+1)
+		}
+		if oc.Model == "" {
+			oc.Model = MA5800
+		}
+		if oc.User == "" {
+			oc.User, oc.Pass = "root", "admin"
+		}
+		if oc.PageLines <= 0 {
+			oc.PageLines = 24
+		}
+		o := &OLT{cfg: oc, now: cfg.Now, log: log.With("olt", oc.Name), st: newState(oc.Name, cfg.Now()),
+			paging: !oc.NoPaging, alarms: oc.Alarms, latency: oc.Latency, model: oc.Model, conns: map[net.Conn]bool{}, received: map[string]int{}}
+		for _, a := range oc.Autofind {
+			o.PlugONT(a)
+		}
+		o.sshConf = &ssh.ServerConfig{PasswordCallback: func(c ssh.ConnMetadata, pass []byte) (*ssh.Permissions, error) {
+			if c.User() == o.cfg.User && string(pass) == o.cfg.Pass {
+				return nil, nil
+			}
+			return nil, errors.New("password rejected")
+		}}
+		o.sshConf.AddHostKey(signer)
+		if o.telnet, err = net.Listen("tcp", net.JoinHostPort(cfg.Addr, "0")); err != nil {
+			s.Close()
+			return nil, err
+		}
+		if o.sshL, err = net.Listen("tcp", net.JoinHostPort(cfg.Addr, "0")); err != nil {
+			o.telnet.Close()
+			s.Close()
+			return nil, err
+		}
+		s.olts = append(s.olts, o)
+		s.wg.Add(2)
+		go func() { defer s.wg.Done(); o.serve(ctx, o.telnet, o.serveTelnet) }()
+		go func() { defer s.wg.Done(); o.serve(ctx, o.sshL, o.serveSSH) }()
+	}
+	go func() { <-ctx.Done(); s.closeListeners() }()
+	return s, nil
+}
+
+func (s *Server) closeListeners() {
+	for _, o := range s.olts {
+		o.telnet.Close()
+		o.sshL.Close()
+		o.mu.Lock()
+		for c := range o.conns {
+			c.Close()
+		}
+		o.mu.Unlock()
+	}
+}
+
+// Close stops every OLT, drops open sessions and waits for the listeners.
+func (s *Server) Close() error {
+	s.cancel()
+	s.closeListeners()
+	s.wg.Wait()
+	return nil
+}
+
+// OLTs returns the simulated OLTs in the order of Config.OLTs.
+func (s *Server) OLTs() []*OLT { return s.olts }
+
+// OLT returns the i-th simulated OLT.
+func (s *Server) OLT(i int) *OLT { return s.olts[i] }
+
+// TelnetAddr is the telnet address of the first OLT.
+func (s *Server) TelnetAddr() string { return s.olts[0].TelnetAddr() }
+
+// SSHAddr is the SSH address of the first OLT.
+func (s *Server) SSHAddr() string { return s.olts[0].SSHAddr() }
+
+// TelnetAddr is the OLT's telnet address (host:port).
+func (o *OLT) TelnetAddr() string { return o.telnet.Addr().String() }
+
+// SSHAddr is the OLT's SSH address (host:port).
+func (o *OLT) SSHAddr() string { return o.sshL.Addr().String() }
+
+// Name is the OLT's current sysname.
+func (o *OLT) Name() string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.st.sysname
+}
+
+// PlugONT makes an ONT appear in the autofind list of its PON port, as if
+// a technician had just connected it.
+func (o *OLT) PlugONT(a AutofindONT) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	a.SN = strings.ToUpper(a.SN)
+	if a.Seen.IsZero() {
+		a.Seen = o.now()
+	}
+	if a.EquipmentID == "" {
+		a.EquipmentID = "EG8145V5"
+	}
+	if a.Vendor == "" {
+		a.Vendor = vendorOf(a.SN)
+	}
+	if _, reg := o.st.ontBySN(a.SN); reg != nil {
+		reg.online = true
+		return
+	}
+	for _, x := range o.st.autofind {
+		if x.SN == a.SN {
+			return
+		}
+	}
+	o.st.autofind = append(o.st.autofind, a)
+	o.pending = append(o.pending, alarmText(o.now(), "The ONT is discovered by autofind",
+		fmt.Sprintf("F/S/P: %s, SN: %s", a.Port, a.SN)))
+}
+
+func vendorOf(sn string) string {
+	if len(sn) < 8 {
+		return "HWTC"
+	}
+	var b []byte
+	for i := 0; i < 8; i += 2 {
+		var c byte
+		fmt.Sscanf(sn[i:i+2], "%02X", &c)
+		if c < 'A' || c > 'Z' {
+			return "HWTC"
+		}
+		b = append(b, c)
+	}
+	return string(b)
+}
+
+// SetPaging switches the `---- More ----` paging on or off.
+func (o *OLT) SetPaging(on bool) { o.mu.Lock(); o.paging = on; o.mu.Unlock() }
+
+// SetAlarms switches alarm blocks in the middle of outputs on or off.
+func (o *OLT) SetAlarms(on bool) { o.mu.Lock(); o.alarms = on; o.mu.Unlock() }
+
+// InjectAlarm queues one alarm block to print in the middle of the next
+// output.
+func (o *OLT) InjectAlarm(name string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.pending = append(o.pending, alarmText(o.now(), name, "FrameID: 0, SlotID: 1, PortID: 0"))
+}
+
+// SetLatency sets the delay before every answer.
+func (o *OLT) SetLatency(d time.Duration) { o.mu.Lock(); o.latency = d; o.mu.Unlock() }
+
+// SetModel switches the firmware whose answers are reproduced.
+func (o *OLT) SetModel(m Model) { o.mu.Lock(); o.model = m; o.mu.Unlock() }
+
+// DropAfter makes the OLT close the connection after it receives the next
+// command starting with prefix, without answering: a link lost mid-write.
+func (o *OLT) DropAfter(prefix string) { o.mu.Lock(); o.dropNext = prefix; o.mu.Unlock() }
+
+// Commands is the number of command lines the OLT has received (the round
+// trips a client cost it), counting parameter-prompt Enters and answers to
+// y/n questions.
+func (o *OLT) Commands() int { o.mu.Lock(); defer o.mu.Unlock(); return o.commands }
+
+// Received counts the command lines received that start with prefix.
+func (o *OLT) Received(prefix string) int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	n := 0
+	for cmd, c := range o.received {
+		if strings.HasPrefix(cmd, prefix) {
+			n += c
+		}
+	}
+	return n
+}
+
+// ONT is a registered ONT as tests see it.
+type ONT struct {
+	Port, SN, Description  string
+	ID, LineProfile, Srv   int
+	Active, Online         bool
+	ServicePorts           []int
+	ServicePortVLANs       []int
+	NativeVLANs            map[int]int
+	LineProfileInRunConfig bool
+}
+
+// ONTs returns the registered ONTs, for tests to check what a driver did.
+func (o *OLT) ONTs() []ONT {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	var out []ONT
+	for _, name := range sortedPorts(o.st.ports) {
+		p := o.st.ports[name]
+		for _, id := range sortedKeys(p.onts) {
+			x := p.onts[id]
+			t := ONT{Port: name, SN: x.sn, Description: x.desc, ID: id, LineProfile: x.lineProfile, Srv: x.srvProfile,
+				Active: x.active, Online: x.online, NativeVLANs: map[int]int{}}
+			for e, v := range x.natives {
+				t.NativeVLANs[e] = v
+			}
+			for _, i := range o.st.servicePortsOf(name, id) {
+				t.ServicePorts = append(t.ServicePorts, i)
+				t.ServicePortVLANs = append(t.ServicePortVLANs, o.st.sps[i].vlan)
+			}
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// AddServicePort creates a service-port directly in the state, as another
+// operator sharing the OLT would; it returns the index.
+func (o *OLT) AddServicePort(vlanID int, pon string, ontID, gem, userVLAN int) int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	i := o.st.nextServicePort()
+	o.st.sps[i] = &servicePort{vlan: vlanID, pon: pon, ont: ontID, gem: gem, userVLAN: userVLAN, transform: "translate", in: 6, out: 6}
+	if o.st.vlans[vlanID] == nil {
+		o.st.vlans[vlanID] = &vlan{typ: "smart", attr: "common"}
+	}
+	return i
+}
+
+// RunningConfig returns what `display current-configuration` prints.
+func (o *OLT) RunningConfig() string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.renderConfig("")
+}
+
+func alarmText(now time.Time, name, params string) string {
+	return fmt.Sprintf("\n  ! EVENT WARNING %s\n  ALARM NAME :%s\n  PARAMETERS :%s\n\n",
+		now.Format("2006-01-02 15:04:05-07:00"), name, params)
+}
+
+func (o *OLT) serve(ctx context.Context, l net.Listener, handle func(context.Context, net.Conn)) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			return
+		}
+		o.mu.Lock()
+		o.conns[c] = true
+		o.mu.Unlock()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() {
+				o.mu.Lock()
+				delete(o.conns, c)
+				o.mu.Unlock()
+				c.Close()
+			}()
+			handle(ctx, c)
+		}()
+	}
+}
