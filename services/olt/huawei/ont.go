@@ -230,7 +230,7 @@ func (d *Driver) ONTAdd(ctx context.Context, a driver.ONTAddArgs) (*driver.ONTAd
 	if svlan != 0 && svlan != a.VLAN {
 		r.CVLAN = a.VLAN
 	}
-	err = d.do(ctx, op, a.Options, func(ctx context.Context, c *call) error {
+	err = d.do(ctx, op, a.Options, func(ctx context.Context, c *call) (err error) {
 		var tables []driver.TrafficTable
 		upIdx, downIdx := "", ""
 		if down > 0 && up > 0 {
@@ -264,6 +264,11 @@ func (d *Driver) ONTAdd(ctx context.Context, a driver.ONTAddArgs) (*driver.ONTAd
 			}
 			r.ONTID = added.ONTID
 			id = fmt.Sprint(added.ONTID)
+			defer func() {
+				if err != nil {
+					c.rollbackONT(ctx, p, added.ONTID)
+				}
+			}()
 		}
 		for e := 1; e <= eth; e++ {
 			if _, err := c.write(ctx, fmt.Sprintf("ont port native-vlan %d %s eth %d vlan %d priority 0", p.p, id, e, uv)); err != nil {
@@ -285,6 +290,29 @@ func (d *Driver) ONTAdd(ctx context.Context, a driver.ONTAddArgs) (*driver.ONTAd
 		return nil
 	})
 	return r, err
+}
+
+// rollbackONT removes an ONT whose provisioning failed half-way (its
+// service-ports first), so a failed ont-add leaves nothing behind. It is
+// best effort: the original error is what the caller gets.
+func (c *call) rollbackONT(ctx context.Context, p pon, id int) {
+	for i := 0; i < 3 && strings.HasPrefix(c.s.mode(), "config-"); i++ {
+		if _, err := c.s.exec(ctx, "quit"); err != nil {
+			return
+		}
+	}
+	sps, err := c.servicePorts(ctx, fmt.Sprintf("display service-port port %s ont %d", p, id))
+	if err != nil {
+		return
+	}
+	for _, sp := range sps {
+		c.s.exec(ctx, fmt.Sprintf("undo service-port %d", sp.Index))
+	}
+	if _, err := c.s.exec(ctx, "interface gpon "+p.board()); err != nil {
+		return
+	}
+	c.s.exec(ctx, fmt.Sprintf("ont delete %d %d", p.p, id))
+	c.s.exec(ctx, "quit")
 }
 
 func cmpOr(v ...int) int {

@@ -169,7 +169,11 @@ func (s *session) run(ctx context.Context) {
 			return
 		}
 		if lat > 0 {
-			time.Sleep(lat)
+			select {
+			case <-time.After(lat):
+			case <-ctx.Done():
+				return
+			}
 		}
 		line = strings.TrimSpace(line)
 		if line == "" {
