@@ -122,7 +122,7 @@ func (s *session) ontAdd(t []string, col int) reply {
 	}
 	param := "{ <cr>|ont-type<K> }:"
 	if !explicit {
-		param = "{ <cr>|ontid<U><0,127> }:"
+		param = "{ <cr>|ontid<U><0,255> }:"
 	}
 	model := o.model
 	return reply{param: param, run: func() string {
@@ -146,7 +146,10 @@ func (s *session) ontAdd(t []string, col int) reply {
 			for k := range p.onts {
 				used[k] = true
 			}
-			id = st.nextFree(used, 0, 127)
+			id = st.nextFree(used, 0, 255)
+			if id < 0 {
+				return failure("The number of ONTs on the port has reached the upper limit")
+			}
 		} else if p.onts[id] != nil {
 			return failure("The ONT ID has already existed")
 		}
@@ -160,7 +163,7 @@ func (s *session) ontAdd(t []string, col int) reply {
 		}
 		p.onts[id] = &ont{id: id, sn: sn, lineProfile: lp, srvProfile: sp, desc: arg(t, "desc"), active: true,
 			online: online, natives: map[int]int{}, added: o.now()}
-		if online {
+		if online && o.alarms {
 			o.pending = append(o.pending, alarmText(o.now(), "The ONT goes online",
 				fmt.Sprintf("FrameID: 0, SlotID: %s, PortID: %s, ONT ID: %d", strings.Split(s.iface, "/")[1], pnum, id)))
 		}

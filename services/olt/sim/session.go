@@ -168,18 +168,16 @@ func (s *session) run(ctx context.Context) {
 		if drop {
 			return
 		}
-		if lat > 0 {
-			select {
-			case <-time.After(lat):
-			case <-ctx.Done():
-				return
-			}
+		if r := s.peekParam(line); !r && !s.sleepFor(ctx, lat) {
+			return
 		}
 		line = strings.TrimSpace(line)
 		if line == "" {
 			continue
 		}
+		o.mu.Lock()
 		r := s.dispatch(line, len(p))
+		o.mu.Unlock()
 		if r.param != "" && !s.noSmart {
 			if s.write(r.param+" ") != nil {
 				return
@@ -188,6 +186,10 @@ func (s *session) run(ctx context.Context) {
 				return
 			}
 			s.count()
+			// The device works on the command once it has its Enter.
+			if !s.sleep(ctx) {
+				return
+			}
 			s.write("\n  Command:\n          " + line + "\n")
 		}
 		if r.confirm != "" {
@@ -213,6 +215,37 @@ func (s *session) run(ctx context.Context) {
 			return
 		}
 	}
+}
+
+// sleep waits the configured latency; false when the server stops.
+func (s *session) sleep(ctx context.Context) bool {
+	s.olt.mu.Lock()
+	lat := s.olt.latency
+	s.olt.mu.Unlock()
+	return s.sleepFor(ctx, lat)
+}
+
+func (s *session) sleepFor(ctx context.Context, lat time.Duration) bool {
+	if lat <= 0 {
+		return true
+	}
+	select {
+	case <-time.After(lat):
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// peekParam reports whether line will be answered with a parameter
+// prompt first (in smart mode): the latency then falls after the Enter.
+func (s *session) peekParam(line string) bool {
+	if s.noSmart || strings.TrimSpace(line) == "" {
+		return false
+	}
+	s.olt.mu.Lock()
+	defer s.olt.mu.Unlock()
+	return s.dispatch(strings.TrimSpace(line), 0).param != ""
 }
 
 func (s *session) count() {

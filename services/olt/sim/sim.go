@@ -231,6 +231,9 @@ func (o *OLT) PlugONT(a AutofindONT) {
 		}
 	}
 	o.st.autofind = append(o.st.autofind, a)
+	if !o.alarms {
+		return
+	}
 	o.pending = append(o.pending, alarmText(o.now(), "The ONT is discovered by autofind",
 		fmt.Sprintf("F/S/P: %s, SN: %s", a.Port, a.SN)))
 }
