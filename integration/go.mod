@@ -1,3 +1,13 @@
 module routerd.dev/integration
 
-go 1.26
+go 1.26.0
+
+replace (
+	routerd.dev/deploy => ../deploy
+	routerd.dev/gateway => ../gateway
+	routerd.dev/proto => ../proto
+	routerd.dev/services/netcfg => ../services/netcfg
+	routerd.dev/services/subscribers => ../services/subscribers
+	routerd.dev/services/system => ../services/system
+	routerd.dev/shared => ../shared
+)
