@@ -66,6 +66,10 @@ func TestOLTErrorsCarryTheirText(t *testing.T) {
 			if !errors.As(err, &ce) || !strings.HasPrefix(ce.Text, "% Unknown command") {
 				t.Errorf("exec unknown: err = %v", err)
 			}
+			_, err = r.drv.Exec(ctx, driver.ExecArgs{Commands: []string{"vlan 5000 smart"}})
+			if !errors.As(err, &ce) || !strings.HasPrefix(ce.Text, "% Parameter error") {
+				t.Errorf("exec bad parameter: err = %v", err)
+			}
 			// A Failure: answer half-way through ont-add (the VLAN of the
 			// service-port is missing): the ONT is rolled back.
 			_, err = r.drv.ONTAdd(ctx, driver.ONTAddArgs{Port: "0/1/0", SN: sn1, VLAN: 100})
