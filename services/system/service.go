@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -83,20 +84,30 @@ func (s *Service) status(ctx context.Context, req *pb.Request) (int, any, error)
 		Antispoof:     "off",
 		ServerTime:    s.deps.Now().Format("2006-01-02 15:04:05"),
 	}
-	var counts pb.ClientCounts
-	if s.ask(ctx, pb.ClientsSummary, &counts) {
+	// The three questions go out together: the answer takes as long as the
+	// slowest service, not the sum of them.
+	var (
+		wg     sync.WaitGroup
+		counts pb.ClientCounts
+		ifs    struct {
+			Interfaces int `json:"interfaces"`
+		}
+		gotCounts, gotIfs bool
+	)
+	wg.Add(3)
+	go func() { defer wg.Done(); gotCounts = s.ask(ctx, pb.ClientsSummary, &counts) }()
+	go func() { defer wg.Done(); gotIfs = s.ask(ctx, pb.InterfacesCount, &ifs) }()
+	go func() { defer wg.Done(); st.DHCPService = s.serviceState("dhcp") }()
+	wg.Wait()
+	if gotCounts {
 		st.TotalClients, st.OnlineClients = counts.Total, counts.Online
 		if counts.PerNetwork != nil {
 			st.PerNetwork = counts.PerNetwork
 		}
 	}
-	var ifs struct {
-		Interfaces int `json:"interfaces"`
-	}
-	if s.ask(ctx, pb.InterfacesCount, &ifs) {
+	if gotIfs {
 		st.Interfaces = ifs.Interfaces
 	}
-	st.DHCPService = s.serviceState("dhcp")
 	return http.StatusOK, st, nil
 }
 
