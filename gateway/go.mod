@@ -8,6 +8,7 @@ require (
 	github.com/nats-io/nats.go v1.55.0
 	routerd.dev/proto v0.0.0
 	routerd.dev/shared v0.0.0
+	sigs.k8s.io/yaml v1.6.0
 )
 
 require (
@@ -81,7 +82,6 @@ require (
 	google.golang.org/protobuf v1.36.11 // indirect
 	gopkg.in/natefinch/lumberjack.v2 v2.2.1 // indirect
 	k8s.io/utils v0.0.0-20260108192941-914a6e750570 // indirect
-	sigs.k8s.io/yaml v1.6.0 // indirect
 )
 
 replace (

@@ -43,6 +43,10 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	// A key from the environment keeps it out of files (compose, systemd).
+	if k := os.Getenv("ROUTERD_API_KEY"); k != "" {
+		cfg.APIKey = k
+	}
 	if *stateDir != "" {
 		cfg.StateDir = *stateDir
 		cfg.AuthLog = filepath.Join(cfg.StateDir, "log", "auth.log")
