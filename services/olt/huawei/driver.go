@@ -202,6 +202,9 @@ func (d *Driver) do(ctx context.Context, op string, o driver.Options, fn func(co
 	if !ok {
 		return fmt.Errorf("unknown operation %q", op)
 	}
+	if o.DryRun && info.Write && !info.DryRun {
+		return &driver.Error{Op: op, Err: &driver.ArgError{Reason: op + " cannot be planned: dry_run is not supported"}}
+	}
 	ctx, cancel := context.WithTimeout(ctx, driver.EffectiveTimeout(op, o.Timeout))
 	defer cancel()
 	if info.Write {

@@ -327,3 +327,36 @@ func TestWritesSerialisedReadsAlongside(t *testing.T) {
 		t.Errorf("%d ONTs registered, want 8", len(seen))
 	}
 }
+
+// An alarm printed while a pooled session sits at its prompt, with the
+// prompt reprinted after it, must not be taken for the answer of the next
+// command.
+func TestAlarmWhileIdle(t *testing.T) {
+	for _, proto := range protocols {
+		t.Run(proto, func(t *testing.T) {
+			r := newRig(t, proto, sim.OLTConfig{}, nil)
+			ctx := ctxT(t)
+			if _, err := r.drv.Boards(ctx, driver.Options{}); err != nil {
+				t.Fatal(err)
+			}
+			r.olt.AsyncAlarm("The ONT is offline")
+			time.Sleep(50 * time.Millisecond) // let the alarm reach the idle session
+			var tr driver.Transcript
+			b, err := r.drv.Boards(driver.WithTranscript(ctx, &tr), driver.Options{})
+			if err != nil || b.Count != 6 {
+				t.Fatalf("boards after an idle alarm = %+v, %v", b, err)
+			}
+			v, err := r.drv.VLANs(driver.WithTranscript(ctx, &tr), driver.Options{})
+			if err != nil || v.Count != 1 {
+				t.Errorf("next read = %+v, %v", v, err)
+			}
+			found := false
+			for _, e := range tr.Exchanges {
+				found = found || strings.Contains(e.Reply, "The ONT is offline")
+			}
+			if !found {
+				t.Error("the idle alarm is not in the transcript")
+			}
+		})
+	}
+}

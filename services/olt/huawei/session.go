@@ -49,6 +49,10 @@ type session struct {
 	errc   chan error
 	prompt string // last prompt seen, e.g. "OLT1(config)#"
 	broken bool
+	// echoes is set once the OLT was seen echoing commands; from then on a
+	// prompt only ends a reply after the echo, so a prompt the OLT reprints
+	// after an asynchronous alarm is not taken for the end of the answer.
+	echoes bool
 	ex     []driver.Exchange // the current call's transcript
 	alarms []string
 }
@@ -195,11 +199,22 @@ func (s *session) exec(ctx context.Context, cmd string) (string, error) {
 	if s.broken {
 		return "", errors.New("session is broken")
 	}
+	s.drain()
 	if err := s.send(cmd + "\r\n"); err != nil {
 		s.broken = true
 		return "", err
 	}
-	raw, err := s.until(ctx, isPrompt)
+	echo := strings.Join(strings.Fields(cmd), " ")
+	seen := false
+	raw, err := s.until(ctx, func(t string) bool {
+		if !seen && s.echoes {
+			seen = strings.Contains(strings.Join(strings.Fields(strings.ReplaceAll(t, "\r", "")), " "), echo)
+		}
+		return (seen || !s.echoes) && isPrompt(t)
+	})
+	if !s.echoes && strings.Contains(raw, echo) {
+		s.echoes = true
+	}
 	s.ex = append(s.ex, driver.Exchange{Sent: cmd, Reply: raw})
 	if err != nil {
 		return "", err
@@ -207,9 +222,16 @@ func (s *session) exec(ctx context.Context, cmd string) (string, error) {
 	text, alarms := parse.Clean(raw)
 	s.alarms = append(s.alarms, alarms...)
 	lines := strings.Split(text, "\n")
-	// The echo of the command is the first line, the new prompt the last.
-	if len(lines) > 0 && strings.TrimSpace(lines[0]) == strings.TrimSpace(cmd) {
-		lines = lines[1:]
+	// The echo of the command is the first line (after any prompt the OLT
+	// reprinted after an alarm), the new prompt the last.
+	for i, l := range lines {
+		if strings.HasSuffix(strings.TrimSpace(l), strings.TrimSpace(cmd)) {
+			lines = lines[i+1:]
+			break
+		}
+		if i > 3 {
+			break
+		}
 	}
 	if n := len(lines); n > 0 {
 		if m := promptRe.FindStringSubmatch("\n" + lines[n-1]); m != nil {
@@ -222,6 +244,38 @@ func (s *session) exec(ctx context.Context, cmd string) (string, error) {
 		return out, &driver.CommandError{Command: cmd, Text: e}
 	}
 	return out, nil
+}
+
+// drain takes what the OLT printed while the session was idle (an
+// asynchronous alarm and the prompt reprinted after it) out of the way of
+// the next command, keeping it in the transcript and the alarm list.
+func (s *session) drain() {
+	var b strings.Builder
+	for more := true; more; {
+		select {
+		case c, ok := <-s.chunks:
+			if !ok {
+				s.pushClosed()
+				more = false
+				break
+			}
+			b.Write(c)
+		default:
+			more = false
+		}
+	}
+	if b.Len() > 0 {
+		_, alarms := parse.Clean(b.String())
+		s.alarms = append(s.alarms, alarms...)
+		s.ex = append(s.ex, driver.Exchange{Reply: b.String()})
+	}
+}
+
+// pushClosed restores the closed state drain consumed.
+func (s *session) pushClosed() {
+	c := make(chan []byte)
+	close(c)
+	s.chunks = c
 }
 
 // mode is the CLI mode of the last prompt: "user", "privileged", "config",

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -20,6 +21,7 @@ type session struct {
 	noPaging bool   // `screen-length 0 temporary` / `scroll`
 	lastCR   bool
 	closed   bool
+	wmu      sync.Mutex // AsyncAlarm writes from another goroutine
 }
 
 // reply is what a command does: an optional parameter prompt to answer
@@ -32,6 +34,8 @@ type reply struct {
 }
 
 func (s *session) write(text string) error {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
 	_, err := io.WriteString(s.out, strings.ReplaceAll(text, "\n", "\r\n"))
 	return err
 }
@@ -151,11 +155,17 @@ func (s *session) run(ctx context.Context) {
 		if s.write("\n"+p) != nil {
 			return
 		}
+		o := s.olt
+		o.mu.Lock()
+		o.idle[s] = true
+		o.mu.Unlock()
 		line, err := s.readLine(true)
+		o.mu.Lock()
+		delete(o.idle, s)
+		o.mu.Unlock()
 		if err != nil {
 			return
 		}
-		o := s.olt
 		o.mu.Lock()
 		o.commands++
 		o.received[strings.TrimSpace(line)]++

@@ -89,6 +89,7 @@ type OLT struct {
 	commands int
 	conns    map[net.Conn]bool
 	dropNext string // command prefix after which the connection is dropped
+	idle     map[*session]bool
 	received map[string]int
 }
 
@@ -132,7 +133,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 			oc.PageLines = 24
 		}
 		o := &OLT{cfg: oc, now: cfg.Now, log: log.With("olt", oc.Name), st: newState(oc.Name, cfg.Now()),
-			paging: !oc.NoPaging, alarms: oc.Alarms, latency: oc.Latency, model: oc.Model, conns: map[net.Conn]bool{}, received: map[string]int{}}
+			paging: !oc.NoPaging, alarms: oc.Alarms, latency: oc.Latency, model: oc.Model, conns: map[net.Conn]bool{}, received: map[string]int{}, idle: map[*session]bool{}}
 		for _, a := range oc.Autofind {
 			o.PlugONT(a)
 		}
@@ -266,6 +267,22 @@ func (o *OLT) InjectAlarm(name string) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.pending = append(o.pending, alarmText(o.now(), name, "FrameID: 0, SlotID: 1, PortID: 0"))
+}
+
+// AsyncAlarm prints an alarm block at once to every session waiting at
+// its prompt, and reprints the prompt after it, as a real OLT does between
+// commands.
+func (o *OLT) AsyncAlarm(name string) {
+	o.mu.Lock()
+	text := alarmText(o.now(), name, "FrameID: 0, SlotID: 1, PortID: 0, ONT ID: 0")
+	var idle []*session
+	for s := range o.idle {
+		idle = append(idle, s)
+	}
+	o.mu.Unlock()
+	for _, s := range idle {
+		s.write(text + s.prompt())
+	}
 }
 
 // SetLatency sets the delay before every answer.
