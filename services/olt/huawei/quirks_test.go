@@ -360,3 +360,15 @@ func TestAlarmWhileIdle(t *testing.T) {
 		})
 	}
 }
+
+func TestSSHKeyboardInteractive(t *testing.T) {
+	r := newRig(t, "ssh", sim.OLTConfig{KeyboardInteractive: true}, nil)
+	if _, err := r.drv.Boards(ctxT(t), driver.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	bad := newRig(t, "ssh", sim.OLTConfig{KeyboardInteractive: true}, func(c *huawei.Config) { c.Pass = "nope" })
+	_, err := bad.drv.Boards(ctxT(t), driver.Options{})
+	if driver.Code(err) != 401 {
+		t.Errorf("wrong password by keyboard-interactive: err = %v", err)
+	}
+}

@@ -308,7 +308,17 @@ func dial(ctx context.Context, d dialer) (*session, error) {
 	switch d.protocol {
 	case "ssh":
 		cc, chans, reqs, err := ssh.NewClientConn(c, addr, &ssh.ClientConfig{
-			User: d.user, Auth: []ssh.AuthMethod{ssh.Password(d.pass)},
+			User: d.user,
+			// MA5800 firmware asks for the password by keyboard-interactive
+			// ("User password:"), older releases by plain password auth.
+			Auth: []ssh.AuthMethod{ssh.Password(d.pass), ssh.KeyboardInteractive(
+				func(_, _ string, questions []string, _ []bool) ([]string, error) {
+					answers := make([]string, len(questions))
+					for i := range answers {
+						answers[i] = d.pass
+					}
+					return answers, nil
+				})},
 			// OLTs present self-signed keys the router cannot know in
 			// advance; the operator vouches for the host by registering it.
 			HostKeyCallback: ssh.InsecureIgnoreHostKey(),

@@ -58,6 +58,9 @@ type OLTConfig struct {
 	Alarms bool
 	// Latency is added before every answer, to model a slow device.
 	Latency time.Duration
+	// KeyboardInteractive makes SSH ask "User password:" by
+	// keyboard-interactive authentication only, as MA5800 firmware does.
+	KeyboardInteractive bool
 	// Autofind seeds ONTs waiting to be registered.
 	Autofind []AutofindONT
 }
@@ -143,6 +146,16 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 			}
 			return nil, errors.New("password rejected")
 		}}
+		if oc.KeyboardInteractive {
+			o.sshConf.PasswordCallback = nil
+			o.sshConf.KeyboardInteractiveCallback = func(c ssh.ConnMetadata, ask ssh.KeyboardInteractiveChallenge) (*ssh.Permissions, error) {
+				ans, err := ask("User Authentication", "", []string{"User password:"}, []bool{false})
+				if err == nil && len(ans) == 1 && c.User() == o.cfg.User && ans[0] == o.cfg.Pass {
+					return nil, nil
+				}
+				return nil, errors.New("password rejected")
+			}
+		}
 		o.sshConf.AddHostKey(signer)
 		if o.telnet, err = net.Listen("tcp", net.JoinHostPort(cfg.Addr, "0")); err != nil {
 			s.Close()
