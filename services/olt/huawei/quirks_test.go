@@ -114,7 +114,7 @@ func registerMany(t *testing.T, r *rig, n int) {
 	}
 	cmds := []string{"interface gpon 0/1"}
 	for i := range n {
-		cmds = append(cmds, fmt.Sprintf(`ont add 0 sn-auth "48575443%08X" omci ont-lineprofile-id 7 ont-srvprofile-id 7 desc "a-long-description-that-wraps-%02d"`, i, i))
+		cmds = append(cmds, fmt.Sprintf(`ont add 0 sn-auth "48575443%08X" omci ont-lineprofile-id 7 ont-srvprofile-id 7 desc "a-long-description-that-wraps-%03d"`, i, i))
 	}
 	if _, err := r.drv.Exec(ctx, driver.ExecArgs{Commands: append(cmds, "quit")}); err != nil {
 		t.Fatal(err)
@@ -126,15 +126,18 @@ func TestPagingAndAlarms(t *testing.T) {
 		name           string
 		paging, alarms bool
 		wantRaw        string
+		n              int
 	}{
-		{"paging", true, false, sim.MoreMarker},
-		{"no-paging", false, false, ""},
-		{"alarms", true, true, "! EVENT WARNING"},
+		{"paging", true, false, sim.MoreMarker, 40},
+		{"no-paging", false, false, "", 40},
+		{"alarms", true, true, "! EVENT WARNING", 40},
+		{"large-paged", true, false, sim.MoreMarker, 250},
+		{"large-unpaged", false, false, "", 250},
 	} {
 		for _, proto := range protocols {
 			t.Run(c.name+"/"+proto, func(t *testing.T) {
 				r := newRig(t, proto, sim.OLTConfig{NoPaging: true}, nil)
-				registerMany(t, r, 40)
+				registerMany(t, r, c.n)
 				r.olt.SetPaging(c.paging)
 				r.olt.SetAlarms(c.alarms)
 				var tr driver.Transcript
@@ -142,11 +145,11 @@ func TestPagingAndAlarms(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if onus.Count != 40 {
-					t.Fatalf("count = %d, want 40", onus.Count)
+				if onus.Count != c.n {
+					t.Fatalf("count = %d, want %d", onus.Count, c.n)
 				}
 				for i, o := range onus.ONTs {
-					if o.ID != i || o.Description != fmt.Sprintf("a-long-description-that-wraps-%02d", i) || o.SN != fmt.Sprintf("48575443%08X", i) {
+					if o.ID != i || o.Description != fmt.Sprintf("a-long-description-that-wraps-%03d", i) || o.SN != fmt.Sprintf("48575443%08X", i) {
 						t.Errorf("ont %d = %+v", i, o)
 					}
 				}

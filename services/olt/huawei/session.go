@@ -150,14 +150,22 @@ func (s *session) telnetFilter() func([]byte) []byte {
 // until reads until the OLT shows a prompt, answering the paging prompt
 // with a space, the parameter prompt with Enter and y/n questions with y.
 // It returns everything read, verbatim.
-func (s *session) until(ctx context.Context, stop func(string) bool) (string, error) {
+func (s *session) until(ctx context.Context, stop func(window string) bool) (string, error) {
+	return s.untilFull(ctx, func(w, _ string) bool { return stop(w) })
+}
+
+// untilFull is until with a stop condition that also sees everything read
+// so far (not only the window at the end).
+func (s *session) untilFull(ctx context.Context, stop func(window, full string) bool) (string, error) {
 	var buf strings.Builder
 	handled := 0 // bytes of buf already answered
 	for {
-		tail := buf.String()[handled:]
+		// Prompts are at the end: looking at the last few KB keeps a long
+		// unpaged output linear to read.
+		tail := buf.String()[max(handled, buf.Len()-4096):]
 		clean := ansiRe.ReplaceAllString(tail, "")
 		switch {
-		case stop(clean):
+		case stop(clean, buf.String()):
 			return buf.String(), nil
 		case moreEndRe.MatchString(clean):
 			handled = buf.Len()
@@ -206,11 +214,11 @@ func (s *session) exec(ctx context.Context, cmd string) (string, error) {
 	}
 	echo := strings.Join(strings.Fields(cmd), " ")
 	seen := false
-	raw, err := s.until(ctx, func(t string) bool {
+	raw, err := s.untilFull(ctx, func(window, full string) bool {
 		if !seen && s.echoes {
-			seen = strings.Contains(strings.Join(strings.Fields(strings.ReplaceAll(t, "\r", "")), " "), echo)
+			seen = strings.Contains(strings.Join(strings.Fields(ansiRe.ReplaceAllString(full, "")), " "), echo)
 		}
-		return (seen || !s.echoes) && isPrompt(t)
+		return (seen || !s.echoes) && isPrompt(window)
 	})
 	if !s.echoes && strings.Contains(raw, echo) {
 		s.echoes = true
