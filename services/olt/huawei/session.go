@@ -66,7 +66,7 @@ func (s *session) send(text string) error {
 
 // startReader pumps r into s.chunks; filter (telnet) may rewrite bytes
 // and answer negotiation.
-func (s *session) startReader(r io.Reader, filter func([]byte) []byte) {
+func (s *session) startReader(r io.Reader, filter func([]byte) (data, reply []byte)) {
 	s.chunks = make(chan []byte, 64)
 	s.errc = make(chan error, 1)
 	go func() {
@@ -76,7 +76,11 @@ func (s *session) startReader(r io.Reader, filter func([]byte) []byte) {
 			if n > 0 {
 				b := append([]byte(nil), buf[:n]...)
 				if filter != nil {
-					b = filter(b)
+					var reply []byte
+					b, reply = filter(b)
+					if len(reply) > 0 {
+						s.send(string(reply))
+					}
 				}
 				if len(b) > 0 {
 					s.chunks <- b
@@ -93,10 +97,9 @@ func (s *session) startReader(r io.Reader, filter func([]byte) []byte) {
 
 // telnetFilter removes option negotiation from the stream and answers it:
 // yes to the OLT echoing and suppressing go-ahead, no to anything else.
-func (s *session) telnetFilter() func([]byte) []byte {
+func telnetFilter() func([]byte) (data, reply []byte) {
 	state, cmd := 0, byte(0)
-	return func(in []byte) []byte {
-		out := in[:0:0]
+	return func(in []byte) (out, replies []byte) {
 		for _, b := range in {
 			switch state {
 			case 0:
@@ -127,9 +130,7 @@ func (s *session) telnetFilter() func([]byte) []byte {
 				case cmd == tDO:
 					reply = []byte{tIAC, tWONT, b}
 				}
-				if reply != nil {
-					go s.send(string(reply))
-				}
+				replies = append(replies, reply...)
 				state = 0
 			case 3:
 				if b == tIAC {
@@ -143,7 +144,7 @@ func (s *session) telnetFilter() func([]byte) []byte {
 				}
 			}
 		}
-		return out
+		return out, replies
 	}
 }
 
@@ -358,7 +359,7 @@ func dial(ctx context.Context, d dialer) (*session, error) {
 		s.startReader(stdout, nil)
 	default:
 		s.w, s.closer = c, c
-		s.startReader(c, s.telnetFilter())
+		s.startReader(c, telnetFilter())
 		if err := s.telnetLogin(ctx, d); err != nil {
 			s.close()
 			return nil, err
