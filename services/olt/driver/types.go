@@ -5,8 +5,9 @@ import "time"
 // Options are the common options of Document 3 that reach the driver (the
 // OLT choice and `raw` are handled by the caller).
 type Options struct {
-	// Timeout of the whole call; zero means the operation's default.
-	Timeout time.Duration `json:"timeout,omitempty"`
+	// Timeout of the whole call; zero means the operation's default. The
+	// API's `timeout` is in seconds; its adapter converts it.
+	Timeout time.Duration `json:"-"`
 	// DryRun makes a write operation only plan: the result lists the
 	// changing commands and none of them is sent.
 	DryRun bool `json:"dry_run,omitempty"`
@@ -415,17 +416,20 @@ type ONTAddArgs struct {
 	VLAN        int    `json:"vlan"`
 	UserVLAN    int    `json:"user_vlan,omitempty"`
 	Description string `json:"description,omitempty"`
-	Plan        *Plan  `json:"plan,omitempty"`
-	DownKbps    int    `json:"down_kbps,omitempty"`
-	UpKbps      int    `json:"up_kbps,omitempty"`
-	LineProfile int    `json:"line_profile,omitempty"`
-	SrvProfile  int    `json:"srv_profile,omitempty"`
-	ProfileID   int    `json:"profile_id,omitempty"`
-	SVLAN       int    `json:"svlan,omitempty"`
-	IPTV        bool   `json:"iptv,omitempty"`
-	IPTVVLAN    int    `json:"iptv_vlan,omitempty"`
-	ETHPorts    int    `json:"eth_ports,omitempty"`
-	Gemport     int    `json:"gemport,omitempty"`
+	// Plan is the router plan named by the request's `plan`, resolved by
+	// the caller (the driver does not know the router's plans; an unknown
+	// name is the caller's 404).
+	Plan        *Plan `json:"-"`
+	DownKbps    int   `json:"down_kbps,omitempty"`
+	UpKbps      int   `json:"up_kbps,omitempty"`
+	LineProfile int   `json:"line_profile,omitempty"`
+	SrvProfile  int   `json:"srv_profile,omitempty"`
+	ProfileID   int   `json:"profile_id,omitempty"`
+	SVLAN       int   `json:"svlan,omitempty"`
+	IPTV        bool  `json:"iptv,omitempty"`
+	IPTVVLAN    int   `json:"iptv_vlan,omitempty"`
+	ETHPorts    int   `json:"eth_ports,omitempty"`
+	Gemport     int   `json:"gemport,omitempty"`
 }
 
 // ONTAddResult is the result of ont-add. VLAN is the outer VLAN of the
