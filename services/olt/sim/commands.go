@@ -353,7 +353,7 @@ func (s *session) trafficTable(t []string) string {
 	if name == "" {
 		name = fmt.Sprintf("ip-traffic-table_%d", idx)
 	}
-	st.tables[idx] = &trafficTable{name: name, cir: cir, pir: pir, pri: pri}
+	st.tables[idx] = &trafficTable{name: name, cir: cir, pir: pir, pri: pri, policy: "local-pri"}
 	return fmt.Sprintf("  Create traffic descriptor record successfully\n  ------------------------------------------------\n"+
 		"  TD Index             : %d\n  Traffic Table Index          : %d\n  Traffic Table Name           : %s\n"+
 		"  ------------------------------------------------\n", idx, idx, name)

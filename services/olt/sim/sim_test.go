@@ -39,13 +39,21 @@ func dialCLI(t *testing.T, addr, prompt string) *cli {
 
 func (x *cli) send(s string) { fmt.Fprint(x.c, s+"\r\n") }
 
-func (x *cli) until(suffix string) string {
+func (x *cli) until(suffixes ...string) string {
 	x.t.Helper()
 	var b strings.Builder
-	for !strings.HasSuffix(strings.TrimRight(b.String(), " "), suffix) {
+	done := func() bool {
+		for _, s := range suffixes {
+			if strings.HasSuffix(strings.TrimRight(b.String(), " "), s) {
+				return true
+			}
+		}
+		return false
+	}
+	for !done() {
 		c, err := x.r.ReadByte()
 		if err != nil {
-			x.t.Fatalf("reading for %q: %v (got %q)", suffix, err, b.String())
+			x.t.Fatalf("reading for %q: %v (got %q)", suffixes, err, b.String())
 		}
 		b.WriteByte(c)
 	}

@@ -72,6 +72,7 @@ type trafficTable struct {
 	name     string
 	cir, pir int // -1 for off
 	pri      int
+	policy   string // tag-pri (the factory tables) or local-pri
 }
 
 type servicePort struct {
@@ -130,7 +131,7 @@ func newState(name string, now time.Time) *state {
 	s.lines[0] = &lineProfile{name: "line-profile_default_0", tcont: map[int]int{0: 2, 1: 0}, gems: map[int]int{}}
 	s.srvs[0] = &srvProfile{name: "srv-profile_default_0", vlans: map[int]int{}}
 	for i := 0; i <= 6; i++ {
-		s.tables[i] = &trafficTable{name: fmt.Sprintf("ip-traffic-table_%d", i), cir: -1, pir: -1, pri: 0}
+		s.tables[i] = &trafficTable{name: fmt.Sprintf("ip-traffic-table_%d", i), cir: -1, pir: -1, pri: 0, policy: "tag-pri"}
 	}
 	s.tables[0].cir, s.tables[0].pir, s.tables[0].pri = 1024, 2048, 6
 	return s

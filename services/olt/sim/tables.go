@@ -45,13 +45,13 @@ func (s *session) displayServicePorts(t []string, col int) reply {
 				}
 			}
 			f, sl, pn, _ := splitFSP(sp.pon)
-			fsp := fmt.Sprintf("%d/%d /%-2d", f, sl, pn)
+			fsp := fmt.Sprintf("%d/%d /%-2d ", f, sl, pn)
 			attr := "common"
 			if v := st.vlans[sp.vlan]; v != nil && v.attr != "" {
 				attr = v.attr
 			}
-			fmt.Fprintf(&b, "  %6d %4d %-8s gpon %-6s %-4d %-5d vlan  %-10d %-4d %-4d %-5s\n",
-				i, sp.vlan, attr, fsp, sp.ont, sp.gem, sp.userVLAN, sp.in, sp.out, state)
+			fmt.Fprintf(&b, "  %6d %4d %-8s gpon %s%-5d%-6d%-6s%-11d%-5d%-5d%-5s\n",
+				i, sp.vlan, attr, fsp, sp.ont, sp.gem, "vlan", sp.userVLAN, sp.in, sp.out, state)
 		}
 		if n == 0 {
 			return failure("No service virtual port can be operated")
@@ -85,7 +85,7 @@ func (s *session) vlans() string {
 				serv++
 			}
 		}
-		fmt.Fprintf(&b, "  %4d   %-9s %-10s %11d %15d %13s\n", id, v.typ, v.attr, stnd, serv, "-")
+		fmt.Fprintf(&b, "  %4d   %-9s %-10s %13d %15d %13s\n", id, v.typ, v.attr, stnd, serv, "-")
 	}
 	b.WriteString(rule + fmt.Sprintf("  Total: %d\n", len(st.vlans)))
 	b.WriteString("  Note : STND-Port--standard port, SERV-Port--service virtual port,\n         VLAN-Con--vlan-connect\n")
@@ -123,7 +123,12 @@ func (s *session) dbaProfiles() string {
 func (s *session) profiles(line bool) string {
 	st := s.olt.st
 	var b strings.Builder
-	b.WriteString(rule77 + "  Profile-ID  Profile-name                                Binding times\n" + rule77)
+	// Real firmware prints the line-profile list with one dash more.
+	rule := rule77
+	if line {
+		rule = rule78
+	}
+	b.WriteString(rule + "  Profile-ID  Profile-name                                Binding times\n" + rule)
 	count := 0
 	bindings := func(id int) int {
 		n := 0
@@ -144,7 +149,7 @@ func (s *session) profiles(line bool) string {
 		fmt.Fprintf(&b, "  %-11d %-43s %-12d\n", id, names(id), bindings(id))
 		count++
 	}
-	b.WriteString(rule77 + fmt.Sprintf("  Total: %d\n", count))
+	b.WriteString(rule + fmt.Sprintf("  Total: %d\n", count))
 	return b.String()
 }
 
@@ -186,7 +191,7 @@ func (s *session) trafficTables() string {
 		if t.cir >= 0 {
 			cir, cbs, pir, pbs = fmt.Sprint(t.cir), fmt.Sprint(t.cir*32+2000), fmt.Sprint(t.pir), fmt.Sprint(t.pir*32+2000)
 		}
-		fmt.Fprintf(&b, "  %-3d %-8s %-10s %-8s %-10s %4d %-18s %s\n", id, cir, cbs, pir, pbs, t.pri, "-", "local-pri")
+		fmt.Fprintf(&b, "   %-3d%-9s%-11s%-9s%-11s%3d %-15s %10s\n", id, cir, cbs, pir, pbs, t.pri, "-", t.policy)
 	}
 	b.WriteString(rule + fmt.Sprintf("  Total Num : %d\n", len(st.tables)))
 	return b.String()
