@@ -57,6 +57,9 @@ type Driver interface {
 	Save(ctx context.Context, o Options) (*WriteResult, error)
 	PlanSync(ctx context.Context, a PlanSyncArgs) (*PlanSyncResult, error)
 	Init(ctx context.Context, a InitArgs) (*WriteResult, error)
+
+	// Close logs out of the sessions the driver keeps open.
+	Close() error
 }
 
 // Exchange is one command sent to the OLT and the reply it printed, kept

@@ -18,6 +18,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"time"
 
 	"routerd.dev/services/olt/driver"
 )
@@ -49,6 +50,9 @@ type Config struct {
 	Headroom float64
 	// MaxIdle is how many logged-in sessions are kept for reuse; default 2.
 	MaxIdle int
+	// IdleTimeout drops pooled sessions unused for longer, before the OLT's
+	// own idle logout (5 minutes by default on SmartAX); default 4 minutes.
+	IdleTimeout time.Duration
 }
 
 // Deps are the Driver's collaborators.
@@ -104,6 +108,9 @@ func New(cfg Config, deps Deps) (*Driver, error) {
 	if cfg.MaxIdle == 0 {
 		cfg.MaxIdle = 2
 	}
+	if cfg.IdleTimeout == 0 {
+		cfg.IdleTimeout = 4 * time.Minute
+	}
 	log := deps.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -126,14 +133,23 @@ func (d *Driver) Close() error {
 func (d *Driver) shared() bool { return d.cfg.SVLAN != 0 || d.cfg.Operator }
 
 func (d *Driver) get(ctx context.Context) (*session, error) {
-	d.mu.Lock()
-	if n := len(d.idle); n > 0 {
+	for {
+		d.mu.Lock()
+		n := len(d.idle)
+		if n == 0 {
+			d.mu.Unlock()
+			break
+		}
 		s := d.idle[n-1]
 		d.idle = d.idle[:n-1]
 		d.mu.Unlock()
-		return s, nil
+		// A pooled session the OLT closed meanwhile (idle logout, reboot)
+		// is found out before anything is sent on it.
+		if time.Since(s.lastUsed) < d.cfg.IdleTimeout && s.alive() {
+			return s, nil
+		}
+		s.close()
 	}
-	d.mu.Unlock()
 	s, err := dial(ctx, dialer{host: d.cfg.Host, port: d.cfg.Port, user: d.cfg.User, pass: d.cfg.Pass, protocol: d.cfg.Protocol})
 	var le *driver.LoginError
 	if err != nil && !errors.As(err, &le) && d.cfg.Fallback != "" && ctx.Err() == nil {
@@ -150,6 +166,7 @@ func (d *Driver) put(s *session) {
 		return
 	}
 	s.ex, s.alarms = nil, nil
+	s.lastUsed = time.Now()
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if len(d.idle) >= d.cfg.MaxIdle {

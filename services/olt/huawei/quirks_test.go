@@ -375,3 +375,25 @@ func TestSSHKeyboardInteractive(t *testing.T) {
 		t.Errorf("wrong password by keyboard-interactive: err = %v", err)
 	}
 }
+
+// Sessions the OLT closed while they sat in the pool are replaced before
+// anything is sent, so a write still goes out exactly once.
+func TestPooledSessionClosedByOLT(t *testing.T) {
+	for _, proto := range protocols {
+		t.Run(proto, func(t *testing.T) {
+			r := newRig(t, proto, sim.OLTConfig{}, nil)
+			ctx := ctxT(t)
+			if _, err := r.drv.Boards(ctx, driver.Options{}); err != nil {
+				t.Fatal(err)
+			}
+			r.olt.DropSessions()
+			time.Sleep(20 * time.Millisecond) // let the close reach the client
+			if _, err := r.drv.VLANAdd(ctx, driver.VLANAddArgs{VLAN: 77}); err != nil {
+				t.Fatalf("vlan-add after the OLT closed the pooled session: %v", err)
+			}
+			if got := r.olt.Received("vlan 77"); got != 1 {
+				t.Errorf("vlan 77 received %d times", got)
+			}
+		})
+	}
+}

@@ -52,9 +52,10 @@ type session struct {
 	// echoes is set once the OLT was seen echoing commands; from then on a
 	// prompt only ends a reply after the echo, so a prompt the OLT reprints
 	// after an asynchronous alarm is not taken for the end of the answer.
-	echoes bool
-	ex     []driver.Exchange // the current call's transcript
-	alarms []string
+	echoes   bool
+	lastUsed time.Time
+	ex       []driver.Exchange // the current call's transcript
+	alarms   []string
 }
 
 func (s *session) send(text string) error {
@@ -277,6 +278,20 @@ func (s *session) drain() {
 		_, alarms := parse.Clean(b.String())
 		s.alarms = append(s.alarms, alarms...)
 		s.ex = append(s.ex, driver.Exchange{Reply: b.String()})
+	}
+}
+
+// alive reports whether the connection is still open, taking anything the
+// OLT printed meanwhile out of the way.
+func (s *session) alive() bool {
+	s.drain()
+	select {
+	case err := <-s.errc:
+		s.errc <- err
+		s.broken = true
+		return false
+	default:
+		return !s.broken
 	}
 }
 

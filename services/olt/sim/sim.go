@@ -298,6 +298,28 @@ func (o *OLT) AsyncAlarm(name string) {
 	}
 }
 
+// DropSessions closes every open connection, as an OLT's idle logout or
+// reboot does.
+func (o *OLT) DropSessions() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for c := range o.conns {
+		c.Close()
+	}
+}
+
+// SetONTOnline switches a registered ONT's link (fibre plugged or not).
+func (o *OLT) SetONTOnline(sn string, online bool) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	_, x := o.st.ontBySN(strings.ToUpper(sn))
+	if x == nil {
+		return false
+	}
+	x.online = online
+	return true
+}
+
 // SetLatency sets the delay before every answer.
 func (o *OLT) SetLatency(d time.Duration) { o.mu.Lock(); o.latency = d; o.mu.Unlock() }
 
