@@ -397,3 +397,27 @@ func TestPooledSessionClosedByOLT(t *testing.T) {
 		})
 	}
 }
+
+func TestUnpluggedONTStates(t *testing.T) {
+	r := newRig(t, "telnet", sim.OLTConfig{Autofind: []sim.AutofindONT{{Port: "0/1/0", SN: sn1}}}, nil)
+	add := provision(t, r)
+	ctx := ctxT(t)
+	r.olt.SetONTOnline(sn1, false)
+	onus, err := r.drv.ONUs(ctx, driver.PortArgs{Port: "0/1/0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := onus.ONTs[0]
+	if o.RunState != "offline" || o.ConfigState != "initial" || o.MatchState != "initial" {
+		t.Errorf("unplugged ONT states = %s/%s/%s", o.RunState, o.ConfigState, o.MatchState)
+	}
+	opt, err := r.drv.ONTOptical(ctx, driver.ONTOpticalArgs{Port: "0/1/0", ONTID: &add.ONTID})
+	var ce *driver.CommandError
+	if !errors.As(err, &ce) || ce.Text != "Failure: The ONT is not online" {
+		t.Errorf("optical of an offline ONT = %+v, %v", opt, err)
+	}
+	sps, err := r.drv.ServicePorts(ctx, driver.Options{})
+	if err != nil || sps.ServicePorts[0].State != "down" {
+		t.Errorf("service-port of an offline ONT = %+v, %v", sps, err)
+	}
+}
