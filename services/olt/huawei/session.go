@@ -38,6 +38,10 @@ var (
 	ansiRe    = regexp.MustCompile(`\x1b\[[0-9;?]*[A-Za-z]`)
 )
 
+// settleTime is how long a prompt must stand unanswered at the end of a
+// reply whose echo was not recognised before it ends the reply.
+const settleTime = 2 * time.Second
+
 // session is one logged-in CLI connection. It is used by one call at a
 // time; the pool hands it out.
 type session struct {
@@ -54,6 +58,7 @@ type session struct {
 	// after an asynchronous alarm is not taken for the end of the answer.
 	echoes   bool
 	lastUsed time.Time
+	settle   time.Duration // settleTime unless a test shortens it
 	ex       []driver.Exchange // the current call's transcript
 	alarms   []string
 }
@@ -161,14 +166,21 @@ func (s *session) until(ctx context.Context, stop func(window string) bool) (str
 func (s *session) untilFull(ctx context.Context, stop func(window, full string) bool) (string, error) {
 	var buf strings.Builder
 	handled := 0 // bytes of buf already answered
+	// settle is armed when a prompt ends the buffer but stop still wants
+	// more (the echo was not recognised): if the OLT then stays quiet,
+	// the prompt is taken as the end rather than waiting for the timeout.
+	var settle <-chan time.Time
 	for {
 		// Prompts are at the end: looking at the last few KB keeps a long
 		// unpaged output linear to read.
 		tail := buf.String()[max(handled, buf.Len()-4096):]
 		clean := ansiRe.ReplaceAllString(tail, "")
+		settle = nil
 		switch {
 		case stop(clean, buf.String()):
 			return buf.String(), nil
+		case isPrompt(clean):
+			settle = time.After(cmpDur(s.settle, settleTime))
 		case moreEndRe.MatchString(clean):
 			handled = buf.Len()
 			if err := s.send(" "); err != nil {
@@ -186,6 +198,8 @@ func (s *session) untilFull(ctx context.Context, stop func(window, full string) 
 			}
 		}
 		select {
+		case <-settle:
+			return buf.String(), nil
 		case <-ctx.Done():
 			s.broken = true
 			return buf.String(), fmt.Errorf("%w (%v)", driver.ErrTimeout, ctx.Err())
@@ -214,15 +228,17 @@ func (s *session) exec(ctx context.Context, cmd string) (string, error) {
 		s.broken = true
 		return "", err
 	}
-	echo := strings.Join(strings.Fields(cmd), " ")
+	// The echo is compared without any whitespace: the OLT may break a
+	// long command line anywhere when it echoes it.
+	echo := strings.Join(strings.Fields(cmd), "")
 	seen := false
 	raw, err := s.untilFull(ctx, func(window, full string) bool {
 		if !seen && s.echoes {
-			seen = strings.Contains(strings.Join(strings.Fields(ansiRe.ReplaceAllString(full, "")), " "), echo)
+			seen = strings.Contains(strings.Join(strings.Fields(ansiRe.ReplaceAllString(full, "")), ""), echo)
 		}
 		return (seen || !s.echoes) && isPrompt(window)
 	})
-	if !s.echoes && strings.Contains(raw, echo) {
+	if !s.echoes && strings.Contains(strings.Join(strings.Fields(raw), ""), echo) {
 		s.echoes = true
 	}
 	s.ex = append(s.ex, driver.Exchange{Sent: cmd, Reply: raw})
@@ -232,17 +248,7 @@ func (s *session) exec(ctx context.Context, cmd string) (string, error) {
 	text, alarms := parse.Clean(raw)
 	s.alarms = append(s.alarms, alarms...)
 	lines := strings.Split(text, "\n")
-	// The echo of the command is the first line (after any prompt the OLT
-	// reprinted after an alarm), the new prompt the last.
-	for i, l := range lines {
-		if strings.HasSuffix(strings.TrimSpace(l), strings.TrimSpace(cmd)) {
-			lines = lines[i+1:]
-			break
-		}
-		if i > 3 {
-			break
-		}
-	}
+	lines = stripEcho(lines, cmd)
 	if n := len(lines); n > 0 {
 		if m := promptRe.FindStringSubmatch("\n" + lines[n-1]); m != nil {
 			s.prompt = m[1] + m[2] + m[3]
@@ -300,6 +306,23 @@ func (s *session) pushClosed() {
 	c := make(chan []byte)
 	close(c)
 	s.chunks = c
+}
+
+// stripEcho removes the echo of cmd from the start of a reply: it may
+// follow a prompt the OLT reprinted after an alarm and may be broken over
+// several lines.
+func stripEcho(lines []string, cmd string) []string {
+	want := strings.Join(strings.Fields(cmd), "")
+	for start := 0; start < len(lines) && start < 8; start++ {
+		acc := ""
+		for j := start; j < len(lines) && j < start+6; j++ {
+			acc += strings.Join(strings.Fields(lines[j]), "")
+			if strings.HasSuffix(acc, want) {
+				return lines[j+1:]
+			}
+		}
+	}
+	return lines
 }
 
 // mode is the CLI mode of the last prompt: "user", "privileged", "config",
@@ -438,4 +461,11 @@ func (s *session) pushBack(text string) {
 		close(nc)
 	}()
 	s.chunks = nc
+}
+
+func cmpDur(d, def time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return def
 }

@@ -152,13 +152,15 @@ func (s *session) prompt() string {
 func (s *session) run(ctx context.Context) {
 	for !s.closed && ctx.Err() == nil {
 		p := s.prompt()
-		if s.write("\n"+p) != nil {
-			return
-		}
 		o := s.olt
+		// Idle from the moment the prompt is out: an AsyncAlarm after the
+		// client saw the prompt must find this session.
 		o.mu.Lock()
 		o.idle[s] = true
 		o.mu.Unlock()
+		if s.write("\n"+p) != nil {
+			return
+		}
 		line, err := s.readLine(true)
 		o.mu.Lock()
 		delete(o.idle, s)
