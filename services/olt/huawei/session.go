@@ -58,7 +58,7 @@ type session struct {
 	// after an asynchronous alarm is not taken for the end of the answer.
 	echoes   bool
 	lastUsed time.Time
-	settle   time.Duration // settleTime unless a test shortens it
+	settle   time.Duration     // settleTime unless a test shortens it
 	ex       []driver.Exchange // the current call's transcript
 	alarms   []string
 }
