@@ -40,6 +40,22 @@ func (s *session) write(text string) error {
 	return err
 }
 
+// echo writes the echo of a line in small pieces, as a real OLT's echo
+// arrives (netmiko issue 1628), so clients must reassemble it.
+func (s *session) echo(text string) error {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	b := []byte(strings.ReplaceAll(text, "\n", "\r\n"))
+	for len(b) > 0 {
+		n := min(len(b), 7)
+		if _, err := s.out.Write(b[:n]); err != nil {
+			return err
+		}
+		b = b[n:]
+	}
+	return nil
+}
+
 // readLine reads one line, accepting CR, LF, CRLF and CR NUL as its end.
 func (s *session) readLine(echo bool) (string, error) {
 	var b []byte
@@ -56,7 +72,7 @@ func (s *session) readLine(echo bool) (string, error) {
 		switch c {
 		case '\r', '\n':
 			if echo {
-				if err := s.write(string(b) + "\n"); err != nil {
+				if err := s.echo(string(b) + "\n"); err != nil {
 					return "", err
 				}
 			}
