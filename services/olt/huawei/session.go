@@ -176,9 +176,14 @@ func (s *session) untilFull(ctx context.Context, stop func(window, full string) 
 		tail := buf.String()[max(handled, buf.Len()-4096):]
 		clean := ansiRe.ReplaceAllString(tail, "")
 		settle = nil
+		// Every prompt the OLT leaves waiting ends in one of these; the
+		// regular expressions are not run on the middle of an output.
+		t := strings.TrimRight(clean, " ")
+		waiting := t != "" && strings.ContainsRune("#>:-", rune(t[len(t)-1]))
 		switch {
 		case stop(clean, buf.String()):
 			return buf.String(), nil
+		case !waiting:
 		case isPrompt(clean):
 			settle = time.After(cmpDur(s.settle, settleTime))
 		case moreEndRe.MatchString(clean):
@@ -234,7 +239,9 @@ func (s *session) exec(ctx context.Context, cmd string) (string, error) {
 	seen := false
 	raw, err := s.untilFull(ctx, func(window, full string) bool {
 		if !seen && s.echoes {
-			seen = strings.Contains(strings.Join(strings.Fields(ansiRe.ReplaceAllString(full, "")), ""), echo)
+			// The echo comes first; the head of the reply is enough.
+			head := full[:min(len(full), 4*len(cmd)+4096)]
+			seen = strings.Contains(strings.Join(strings.Fields(ansiRe.ReplaceAllString(head, "")), ""), echo)
 		}
 		return (seen || !s.echoes) && isPrompt(window)
 	})
@@ -437,6 +444,11 @@ func (s *session) telnetLogin(ctx context.Context, d dialer) error {
 	refused := regexp.MustCompile(`invalid|upper limit|User name:\s*$|locked`)
 	raw, err := s.until(ctx, func(t string) bool { return isPrompt(t) || refused.MatchString(t) })
 	if err != nil {
+		// Some firmware says why and hangs up at once.
+		if refused.MatchString(raw) {
+			text, _ := parse.Clean(raw)
+			return &driver.LoginError{Host: d.host, Reason: strings.TrimSpace(text)}
+		}
 		return err
 	}
 	if !isPrompt(ansiRe.ReplaceAllString(raw, "")) {
