@@ -1,6 +1,7 @@
 package huawei
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -35,4 +36,19 @@ func TestTelnetFilter(t *testing.T) {
 			}
 		})
 	}
+}
+
+// FuzzSessionHelpers: the telnet filter and the echo stripping see raw
+// bytes from the network and must not panic on any of them.
+func FuzzSessionHelpers(f *testing.F) {
+	f.Add([]byte{tIAC, tWILL, optEcho, 'a', tIAC, tSB, 1, tIAC, tSE}, "display board 0")
+	f.Add([]byte("display board 0\r\n  SlotID\r\nOLT#"), "display board 0")
+	f.Fuzz(func(t *testing.T, b []byte, cmd string) {
+		data, _ := telnetFilter()(b)
+		if len(data) > len(b) {
+			t.Fatalf("filter grew the data: %d > %d", len(data), len(b))
+		}
+		stripEcho(strings.Split(string(b), "\n"), cmd)
+		isPrompt(string(b))
+	})
 }
