@@ -235,14 +235,21 @@ func (d *Driver) do(ctx context.Context, op string, o driver.Options, fn func(co
 	s, err := d.get(ctx)
 	if err != nil {
 		var le *driver.LoginError
+		var ex []driver.Exchange
+		var de *dialError
+		if errors.As(err, &de) {
+			err, ex = de.err, de.ex
+		}
 		if !errors.As(err, &le) && ctx.Err() != nil {
 			err = fmt.Errorf("%w: %v", driver.ErrTimeout, err)
 		}
-		return &driver.Error{Op: op, Err: err}
+		if t := driver.TranscriptFrom(ctx); t != nil {
+			t.Exchanges = append(t.Exchanges, ex...)
+		}
+		return &driver.Error{Op: op, Err: err, Transcript: ex}
 	}
 	c := &call{d: d, s: s, dry: o.DryRun && info.DryRun}
 	err = fn(ctx, c)
-	ex := s.ex
 	if len(s.alarms) > 0 {
 		d.log.Info("olt alarms during operation", "op", op, "alarms", len(s.alarms))
 	}
@@ -265,6 +272,7 @@ func (d *Driver) do(ctx context.Context, op string, o driver.Options, fn func(co
 			}
 		}
 	}
+	ex := s.ex
 	if t := driver.TranscriptFrom(ctx); t != nil {
 		t.Exchanges = append(t.Exchanges, ex...)
 	}

@@ -26,6 +26,13 @@ func TestLoginRefused(t *testing.T) {
 			if got, want := driver.Code(err), 401; got != want {
 				t.Errorf("code = %d, want %d", got, want)
 			}
+			var de *driver.Error
+			if errors.As(err, &de) && proto == "telnet" {
+				raw := fmt.Sprint(de.Transcript)
+				if !strings.Contains(raw, "Username or password invalid") || strings.Contains(raw, "wrong") {
+					t.Errorf("login transcript lacks the refusal or shows the password: %s", raw)
+				}
+			}
 		})
 	}
 }

@@ -341,6 +341,15 @@ func (s *session) close() {
 	s.closer.Close()
 }
 
+// dialError is a failed login with the exchanges up to the failure.
+type dialError struct {
+	err error
+	ex  []driver.Exchange
+}
+
+func (e *dialError) Error() string { return e.err.Error() }
+func (e *dialError) Unwrap() error { return e.err }
+
 type dialer struct {
 	host, user, pass string
 	port             int
@@ -407,18 +416,18 @@ func dial(ctx context.Context, d dialer) (*session, error) {
 		s.startReader(c, telnetFilter())
 		if err := s.telnetLogin(ctx, d); err != nil {
 			s.close()
-			return nil, err
+			return nil, &dialError{err: err, ex: s.ex}
 		}
 	}
 	c.SetDeadline(time.Time{})
 	if _, err := s.until(ctx, isPrompt); err != nil {
 		s.close()
-		return nil, err
+		return nil, &dialError{err: err, ex: s.ex}
 	}
 	for _, cmd := range []string{"enable", "config"} {
 		if _, err := s.exec(ctx, cmd); err != nil {
 			s.close()
-			return nil, err
+			return nil, &dialError{err: err, ex: s.ex}
 		}
 	}
 	s.ex = nil
@@ -429,13 +438,17 @@ func (s *session) telnetLogin(ctx context.Context, d dialer) error {
 	ends := func(suffix string) func(string) bool {
 		return func(t string) bool { return strings.HasSuffix(strings.TrimRight(t, " "), suffix) }
 	}
-	if _, err := s.until(ctx, ends("User name:")); err != nil {
+	banner, err := s.until(ctx, ends("User name:"))
+	s.ex = append(s.ex, driver.Exchange{Reply: banner})
+	if err != nil {
 		return err
 	}
 	if err := s.send(d.user + "\r\n"); err != nil {
 		return err
 	}
-	if _, err := s.until(ctx, ends("User password:")); err != nil {
+	ask, err := s.until(ctx, ends("User password:"))
+	s.ex = append(s.ex, driver.Exchange{Sent: d.user, Reply: ask})
+	if err != nil {
 		return err
 	}
 	if err := s.send(d.pass + "\r\n"); err != nil {
@@ -443,6 +456,8 @@ func (s *session) telnetLogin(ctx context.Context, d dialer) error {
 	}
 	refused := regexp.MustCompile(`invalid|upper limit|User name:\s*$|locked`)
 	raw, err := s.until(ctx, func(t string) bool { return isPrompt(t) || refused.MatchString(t) })
+	// The password itself never goes into a transcript.
+	s.ex = append(s.ex, driver.Exchange{Sent: "********", Reply: raw})
 	if err != nil {
 		// Some firmware says why and hangs up at once.
 		if refused.MatchString(raw) {
