@@ -349,8 +349,9 @@ func TestAlarmWhileIdle(t *testing.T) {
 			if _, err := r.drv.Boards(ctx, driver.Options{}); err != nil {
 				t.Fatal(err)
 			}
+			// AsyncAlarm has written the alarm before it returns, so it is
+			// ahead of anything the next command gets.
 			r.olt.AsyncAlarm("The ONT is offline")
-			time.Sleep(50 * time.Millisecond) // let the alarm reach the idle session
 			var tr driver.Transcript
 			b, err := r.drv.Boards(driver.WithTranscript(ctx, &tr), driver.Options{})
 			if err != nil || b.Count != 6 {
@@ -394,7 +395,10 @@ func TestPooledSessionClosedByOLT(t *testing.T) {
 				t.Fatal(err)
 			}
 			r.olt.DropSessions()
-			time.Sleep(20 * time.Millisecond) // let the close reach the client
+			for deadline := time.Now().Add(2 * time.Second); r.olt.Sessions() > 0 && time.Now().Before(deadline); {
+				time.Sleep(time.Millisecond)
+			}
+			time.Sleep(10 * time.Millisecond) // the FIN on loopback reaches the client at once; a margin
 			if _, err := r.drv.VLANAdd(ctx, driver.VLANAddArgs{VLAN: 77}); err != nil {
 				t.Fatalf("vlan-add after the OLT closed the pooled session: %v", err)
 			}

@@ -308,6 +308,13 @@ func (o *OLT) DropSessions() {
 	}
 }
 
+// Sessions is the number of open connections.
+func (o *OLT) Sessions() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return len(o.conns)
+}
+
 // SetONTOnline switches a registered ONT's link (fibre plugged or not).
 func (o *OLT) SetONTOnline(sn string, online bool) bool {
 	o.mu.Lock()
