@@ -282,7 +282,7 @@ func (d *Driver) ONTAdd(ctx context.Context, a driver.ONTAddArgs) (*driver.ONTAd
 			return err
 		}
 		if iptv != 0 {
-			if _, err := c.write(ctx, servicePortCmd("", 0, iptv, p, id, gem, iptv, "", "")); err != nil {
+			if err := c.addIPTV(ctx, p, id, gem, iptv); err != nil {
 				return err
 			}
 		}
@@ -290,6 +290,33 @@ func (d *Driver) ONTAdd(ctx context.Context, a driver.ONTAddArgs) (*driver.ONTAd
 		return nil
 	})
 	return r, err
+}
+
+// addIPTV gives an ONT the IPTV VLAN: a service-port on it, that
+// service-port made an IGMP user in BTV mode and a member of the
+// multicast VLAN, so the ONT can join the channels.
+func (c *call) addIPTV(ctx context.Context, p pon, id string, gem, iptv int) error {
+	if _, err := c.write(ctx, servicePortCmd("", 0, iptv, p, id, gem, iptv, "", "")); err != nil {
+		return err
+	}
+	idx := "<iptv-service-port>"
+	if !c.dry {
+		sps, err := c.servicePorts(ctx, fmt.Sprintf("display service-port port %s ont %s", p, id))
+		if err != nil {
+			return err
+		}
+		idx = ""
+		for _, sp := range sps {
+			if sp.VLAN == iptv {
+				idx = fmt.Sprint(sp.Index)
+			}
+		}
+		if idx == "" {
+			return fmt.Errorf("the IPTV service-port of ONT %s %s is not listed", p, id)
+		}
+	}
+	return c.writeAll(ctx, "btv", "igmp user add service-port "+idx+" no-auth", "quit",
+		fmt.Sprintf("multicast-vlan %d", iptv), "igmp multicast-vlan member service-port "+idx, "quit")
 }
 
 // rollbackONT removes an ONT whose provisioning failed half-way (its

@@ -64,6 +64,8 @@ func TestWriteOperations(t *testing.T) {
 				"service-port 0 vlan 3000 gpon 0/1/0 ont 0 gemport 1 multi-service user-vlan 10 tag-transform translate-and-add inner-vlan 100 inbound traffic-table index 11 outbound traffic-table index 10",
 				"service-port 1 vlan 900 gpon 0/1/0 ont 0 gemport 1 multi-service user-vlan 900 tag-transform translate",
 				"ont port native-vlan 0 0 eth 2 vlan 10",
+				"igmp user add service-port 1 no-auth",
+				"multicast-vlan 900\n igmp multicast-vlan member service-port 1",
 				"vlan attrib 3000 stacking",
 				"port vlan 3000 0/4 0",
 			} {

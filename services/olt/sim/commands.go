@@ -98,8 +98,38 @@ func (s *session) dispatch(line string, col int) reply {
 		return s.lineProfile(t, col)
 	case "srv":
 		return s.srvProfile(t, col)
+	case "btv", "mvlan":
+		return s.multicast(t, col)
 	}
 	return unknownAt(col)
+}
+
+// multicast answers the IGMP commands of `btv` and `multicast-vlan V`.
+func (s *session) multicast(t []string, col int) reply {
+	st := s.olt.st
+	member := s.mode == "mvlan" && len(t) == 5 && strings.Join(t[:4], " ") == "igmp multicast-vlan member service-port"
+	user := s.mode == "btv" && len(t) >= 5 && strings.Join(t[:4], " ") == "igmp user add service-port"
+	if !member && !user {
+		return unknownAt(col)
+	}
+	return reply{run: func() string {
+		idx, _ := atoi(t[4])
+		if st.sps[idx] == nil {
+			return failure("The service virtual port does not exist")
+		}
+		if user {
+			if st.igmpUsers[idx] {
+				return failure("The IGMP user already exists")
+			}
+			st.igmpUsers[idx] = true
+			return ""
+		}
+		if !st.igmpUsers[idx] {
+			return failure("The service port is not an IGMP user")
+		}
+		st.mvlans[s.profID][idx] = true
+		return ""
+	}}
 }
 
 func (s *session) config(t []string, line string, col int) reply {
@@ -308,6 +338,24 @@ func (s *session) config(t []string, line string, col int) reply {
 				return failure("No service virtual port can be operated")
 			}
 			delete(st.sps, id)
+			delete(st.igmpUsers, id)
+			for _, m := range st.mvlans {
+				delete(m, id)
+			}
+			return ""
+		}}
+	case line == "btv":
+		return reply{run: func() string { s.mode = "btv"; return "" }}
+	case len(t) == 2 && t[0] == "multicast-vlan":
+		return reply{run: func() string {
+			v, _ := atoi(t[1])
+			if st.vlans[v] == nil {
+				return failure("The VLAN does not exist")
+			}
+			if st.mvlans[v] == nil {
+				st.mvlans[v] = map[int]bool{}
+			}
+			s.mode, s.profID = "mvlan", v
 			return ""
 		}}
 	case len(t) == 3 && t[0] == "ntp-service" && t[1] == "unicast-server":

@@ -161,6 +161,10 @@ func (s *session) prompt() string {
 		return fmt.Sprintf("%s(config-gpon-lineprofile-%d)#", name, s.profID)
 	case "srv":
 		return fmt.Sprintf("%s(config-gpon-srvprofile-%d)#", name, s.profID)
+	case "btv":
+		return name + "(config-btv)#"
+	case "mvlan":
+		return fmt.Sprintf("%s(config-mvlan%d)#", name, s.profID)
 	}
 	return name + ">"
 }

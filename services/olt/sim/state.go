@@ -99,6 +99,8 @@ type state struct {
 	tables     map[int]*trafficTable
 	sps        map[int]*servicePort
 	ntp        []string
+	igmpUsers  map[int]bool         // service-ports that are IGMP users
+	mvlans     map[int]map[int]bool // multicast VLAN -> member service-ports
 	saved      bool
 	start      time.Time
 	gponSlots  []int
@@ -110,7 +112,7 @@ func newState(name string, now time.Time) *state {
 		sysname: name, ports: map[string]*ponPort{}, vlans: map[int]*vlan{1: {typ: "smart", attr: "common"}},
 		uplinks: map[string]map[int]bool{}, natives: map[string]int{}, dba: map[int]*dbaProfile{},
 		lines: map[int]*lineProfile{}, srvs: map[int]*srvProfile{}, tables: map[int]*trafficTable{},
-		sps: map[int]*servicePort{}, start: now, gponSlots: []int{1, 2}, uplinkSlot: []int{3, 4},
+		sps: map[int]*servicePort{}, igmpUsers: map[int]bool{}, mvlans: map[int]map[int]bool{}, start: now, gponSlots: []int{1, 2}, uplinkSlot: []int{3, 4},
 	}
 	for _, sl := range s.gponSlots {
 		for p := range 16 {

@@ -315,6 +315,21 @@ func (o *OLT) renderConfig(section string) string {
 		}
 		fmt.Fprintf(b, " inbound traffic-table index %d outbound traffic-table index %d\n", sp.in, sp.out)
 	}
+	b = add("btv-config")
+	if len(st.igmpUsers) > 0 {
+		b.WriteString(" btv\n")
+		for _, i := range sortedKeys(st.igmpUsers) {
+			fmt.Fprintf(b, " igmp user add service-port %d no-auth\n", i)
+		}
+		b.WriteString(" quit\n")
+	}
+	for _, v := range sortedKeys(st.mvlans) {
+		fmt.Fprintf(b, " multicast-vlan %d\n", v)
+		for _, i := range sortedKeys(st.mvlans[v]) {
+			fmt.Fprintf(b, " igmp multicast-vlan member service-port %d\n", i)
+		}
+		b.WriteString(" quit\n")
+	}
 	b = add("ntp-config")
 	ntp := append([]string(nil), st.ntp...)
 	sort.Strings(ntp)
