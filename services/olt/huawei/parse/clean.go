@@ -29,15 +29,22 @@ var (
 
 // IsParamPrompt reports whether line is the parameter prompt that waits
 // for Enter before the command runs, such as `{ <cr>||<K> }:`.
-func IsParamPrompt(line string) bool { return paramRe.MatchString(line) }
+func IsParamPrompt(line string) bool {
+	return strings.Contains(line, "<cr>") && paramRe.MatchString(line)
+}
 
 // Clean normalises a raw reply: paging residue and ANSI codes removed, CRLF
 // made LF, parameter prompts, the `Command:` echo, `Command is being
 // executed` notices and alarm blocks dropped. The alarm blocks are returned
 // separately, one string per block.
 func Clean(raw string) (text string, alarms []string) {
-	s := moreRe.ReplaceAllString(raw, "\n")
-	s = ansiRe.ReplaceAllString(s, "")
+	s := raw
+	if strings.Contains(s, " More ") {
+		s = moreRe.ReplaceAllString(s, "\n")
+	}
+	if strings.IndexByte(s, 0x1b) >= 0 {
+		s = ansiRe.ReplaceAllString(s, "")
+	}
 	s = strings.ReplaceAll(s, "\r\n", "\n")
 	s = strings.ReplaceAll(s, "\r", "")
 	s = strings.ReplaceAll(s, "\x00", "")
@@ -55,7 +62,7 @@ func Clean(raw string) (text string, alarms []string) {
 			continue
 		case strings.HasPrefix(t, "Command is being executed"):
 			continue
-		case alarmHeadRe.MatchString(l):
+		case strings.Contains(l, "!") && alarmHeadRe.MatchString(l):
 			block := []string{t}
 			for i+1 < len(lines) && alarmFieldRe.MatchString(lines[i+1]) {
 				i++

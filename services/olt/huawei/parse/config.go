@@ -53,6 +53,15 @@ var (
 	autofindRe   = regexp.MustCompile(`^port (\d+) ont-auto-find enable`)
 )
 
+// configWord reports whether ParseConfig reads lines starting with w.
+func configWord(w string) bool {
+	switch w {
+	case "interface", "sysname", "vlan", "port", "native-vlan", "ont", "service-port", "ntp-service", "dhcp", "dhcp-option82":
+		return true
+	}
+	return false
+}
+
 // ParseConfig parses a running configuration (or a section of it).
 func ParseConfig(raw string) Config {
 	c := Config{VLANs: []int{}, UplinkPorts: map[string]driver.UplinkPort{}, ServicePorts: []driver.ServicePort{},
@@ -74,6 +83,11 @@ func ParseConfig(raw string) Config {
 		c.Lines++
 		if t == "#" || cfgTotalLine.MatchString(t) {
 			iface = ""
+			continue
+		}
+		// Most lines start with a word no pattern wants: skip them cheaply.
+		first, _, _ := strings.Cut(t, " ")
+		if !configWord(first) {
 			continue
 		}
 		switch {
