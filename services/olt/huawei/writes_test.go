@@ -173,6 +173,9 @@ func TestDryRunSendsNoChange(t *testing.T) {
 			t.Errorf("dry run sent %d %q commands", n, prefix)
 		}
 	}
+	if _, err := r.drv.Save(ctx, driver.Options{DryRun: true}); err == nil || r.olt.Received("save") != 0 {
+		t.Errorf("save under dry_run: err = %v, sent %d", err, r.olt.Received("save"))
+	}
 	v, err := r.drv.VLANAdd(ctx, driver.VLANAddArgs{Options: driver.Options{DryRun: true}, VLAN: 55, Uplinks: []string{"0/3/0"}})
 	if err != nil || len(v.Commands) != 3 || r.olt.Received("vlan") != 0 {
 		t.Errorf("vlan-add dry run = %+v, %v", v, err)
