@@ -125,6 +125,10 @@ func (s *session) ontAdd(t []string, col int) reply {
 		param = "{ <cr>|ontid<U><0,255> }:"
 	}
 	model := o.model
+	if model == MA5608T {
+		// The MA5608T capture answers at once, without a parameter prompt.
+		param = ""
+	}
 	return reply{param: param, run: func() string {
 		port := s.iface + "/" + pnum
 		p := st.port(port)
