@@ -46,11 +46,11 @@ type Lease struct {
 	Iface     string `json:"iface"`
 	// MAC is upper-case with colons; for DHCPv6 it is taken from the DUID
 	// when the DUID carries one.
-	MAC      string `json:"mac,omitempty"`
-	DUID     string `json:"duid,omitempty"` // hex
-	IAID     uint32 `json:"iaid,omitempty"`
-	Hostname string `json:"hostname,omitempty"`
-	State    State  `json:"state"`
+	MAC      string    `json:"mac,omitempty"`
+	DUID     string    `json:"duid,omitempty"` // hex
+	IAID     uint32    `json:"iaid,omitempty"`
+	Hostname string    `json:"hostname,omitempty"`
+	State    State     `json:"state"`
 	Start    time.Time `json:"start"`
 	End      time.Time `json:"end"`
 	// CircuitID and RemoteID are option 82 as the OLT inserted it.
@@ -75,6 +75,12 @@ func (l *Lease) Key() string {
 	}
 	return string(l.Kind) + "/" + l.Addr.String()
 }
+
+// AddrKey is the Key of the IPv4 or IA_NA lease on a.
+func AddrKey(k Kind, a netip.Addr) string { return string(k) + "/" + a.String() }
+
+// PrefixKey is the Key of the PD lease on p.
+func PrefixKey(p netip.Prefix) string { return string(PD) + "/" + p.String() }
 
 // ClientKey identifies the client end of a binding in one table.
 func (l *Lease) ClientKey() string {
