@@ -215,3 +215,11 @@ func (t *Table) Each(fn func(*Lease)) {
 
 // Len is the number of leases, offers included.
 func (t *Table) Len() int { return len(t.byKey) }
+
+// Event is something the engine publishes once the writes of the answer
+// that caused it are durable: lease_granted, lease_renewed, lease_released,
+// lease_declined, lease_expired, unknown_device.
+type Event struct {
+	Kind  string
+	Lease Lease
+}

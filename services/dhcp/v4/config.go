@@ -20,11 +20,8 @@ import (
 	"routerd.dev/services/dhcp/pool"
 )
 
-// Event is something the engine publishes once the answer's writes are durable.
-type Event struct {
-	Kind  string // lease_granted, lease_renewed, lease_released, lease_declined, lease_expired, unknown_device
-	Lease lease.Lease
-}
+// Event is what the engine publishes for a lease change.
+type Event = lease.Event
 
 // Reply is what Handle decided: an answer to send (may be nil), where to,
 // and the writes and events that go with it.

@@ -28,7 +28,7 @@ func testConfig() config.Config {
 		DNS: config.DNS{
 			V4: []netip.Addr{netip.MustParseAddr("9.9.9.9")}, Domain: "isp.example",
 		},
-		Clients: []config.Client{{MAC: "02-00-00-00-00-02", IP: netip.MustParseAddr("10.0.0.50"), Hostname: "fixed1"}},
+		Clients:  []config.Client{{MAC: "02-00-00-00-00-02", IP: netip.MustParseAddr("10.0.0.50"), Hostname: "fixed1"}},
 		Services: []config.Service{{ID: "svc_00000001", OLT: "OLT1", PON: "0/1/0", ONTID: 5, IPv4: netip.MustParseAddr("10.0.0.60")}},
 		Option82: config.Option82{Enabled: true},
 	}.WithDefaults()

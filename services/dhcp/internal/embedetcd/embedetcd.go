@@ -6,6 +6,7 @@ package embedetcd
 import (
 	"fmt"
 	"net/url"
+	"path/filepath"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -34,6 +35,7 @@ func Start(dir string, o Options) (*Server, error) {
 	cfg.Name = "dhcp"
 	cfg.LogLevel = "error"
 	cfg.Logger = "zap"
+	cfg.LogOutputs = []string{filepath.Join(dir, "etcd.log")}
 	lc, _ := url.Parse("http://127.0.0.1:0")
 	lp, _ := url.Parse("http://127.0.0.1:0")
 	cfg.ListenClientUrls = []url.URL{*lc}

@@ -1,0 +1,211 @@
+// Package v6 is the DHCPv6 server logic: IA_NA addresses from a pool derived
+// from each served network or fixed per client, IA_PD prefixes from the
+// interface's slice of the router-wide delegation pool, DNS and domain
+// list, rapid commit, relayed and direct messages. Like package v4 it turns
+// one request into one answer plus the lease writes (and delegated routes)
+// that follow, and knows nothing of sockets.
+package v6
+
+import (
+	"encoding/hex"
+	"log/slog"
+	"net"
+	"net/netip"
+	"strings"
+	"time"
+
+	"github.com/insomniacslk/dhcp/dhcpv6"
+	"github.com/insomniacslk/dhcp/iana"
+
+	"routerd.dev/services/dhcp/config"
+	"routerd.dev/services/dhcp/lease"
+	"routerd.dev/services/dhcp/pool"
+	"routerd.dev/services/dhcp/route"
+)
+
+// Reply is what Handle decided.
+type Reply struct {
+	Resp   []byte
+	Dst    *net.UDPAddr
+	Ops    []lease.Op
+	Events []lease.Event
+	// RouteAdd and RouteDel are delegated routes to install or withdraw
+	// once Ops are durable.
+	RouteAdd []route.Want
+	RouteDel []netip.Prefix
+	Msg      dhcpv6.DHCPv6
+}
+
+type network struct {
+	cfg   config.Network6
+	pool  *pool.Range
+	slice *pool.Bitmap // PD slice, nil when the interface has none
+	first uint64       // index of the slice's first prefix in the PD pool
+	dns   []net.IP
+}
+
+type compiled struct {
+	byIface   map[string]*network
+	nets      []*network
+	fixed     map[string]netip.Addr // MAC -> fixed IPv6
+	fixedSet  map[netip.Addr]bool
+	hostByMAC map[string]string
+	pinned    map[string]netip.Prefix // MAC -> pinned prefix
+	pinnedSet map[netip.Prefix]bool
+	pdPool    netip.Prefix
+	pdLen     int
+	valid     time.Duration
+	preferred time.Duration
+	domains   []string
+	quarant   time.Duration
+	offerHold time.Duration
+}
+
+// Server answers DHCPv6 on every served IPv6 network.
+type Server struct {
+	tab      *lease.Table
+	now      func() time.Time
+	log      *slog.Logger
+	serverID dhcpv6.DUID
+	cur      *compiled // guarded by tab's lock
+}
+
+// Deps are what the server needs from the engine.
+type Deps struct {
+	Table *lease.Table
+	// ServerID is the server's DUID; the engine makes a DUID-LL from a
+	// served interface's MAC.
+	ServerID dhcpv6.DUID
+	Now      func() time.Time
+	Log      *slog.Logger
+}
+
+// New returns a server for cfg (already defaulted and validated).
+func New(cfg config.Config, d Deps) (*Server, error) {
+	if d.Now == nil {
+		d.Now = time.Now
+	}
+	if d.Log == nil {
+		d.Log = slog.Default()
+	}
+	if d.ServerID == nil {
+		d.ServerID = &dhcpv6.DUIDLL{HWType: iana.HWTypeEthernet, LinkLayerAddr: net.HardwareAddr{2, 0, 0, 0, 0, 1}}
+	}
+	s := &Server{tab: d.Table, now: d.Now, log: d.Log, serverID: d.ServerID}
+	s.tab.Lock()
+	defer s.tab.Unlock()
+	s.reconfigureLocked(cfg)
+	return s, nil
+}
+
+// Reconfigure swaps in cfg (already validated) keeping every lease.
+func (s *Server) Reconfigure(cfg config.Config) error {
+	s.tab.Lock()
+	defer s.tab.Unlock()
+	s.reconfigureLocked(cfg)
+	return nil
+}
+
+func (s *Server) reconfigureLocked(cfg config.Config) {
+	c := &compiled{
+		byIface: map[string]*network{}, fixed: map[string]netip.Addr{}, fixedSet: map[netip.Addr]bool{},
+		hostByMAC: map[string]string{}, pinned: map[string]netip.Prefix{}, pinnedSet: map[netip.Prefix]bool{},
+		pdPool: cfg.PD.Pool, pdLen: cfg.PD.Len, valid: cfg.Lifetimes6.Valid, preferred: cfg.Lifetimes6.Preferred,
+		quarant: cfg.Timers.Quarantine, offerHold: cfg.Timers.OfferHold,
+	}
+	if cfg.DNS.Domain != "" {
+		c.domains = []string{cfg.DNS.Domain}
+	}
+	for _, cl := range cfg.Clients {
+		m, _ := config.NormalizeMAC(cl.MAC)
+		h := cl.Hostname
+		if h == "" {
+			h = config.DefaultHostname(m)
+		}
+		c.hostByMAC[m] = h
+		if cl.IPv6.IsValid() {
+			c.fixed[m] = cl.IPv6
+			c.fixedSet[cl.IPv6] = true
+		}
+	}
+	for _, p := range cfg.PD.Pinned {
+		m, _ := config.NormalizeMAC(p.MAC)
+		c.pinned[m] = p.Prefix
+		c.pinnedSet[p.Prefix] = true
+	}
+	for _, nc := range cfg.Networks6 {
+		first, last, _ := nc.Pool()
+		n := &network{cfg: nc, pool: pool.NewRange(first, last)}
+		dns := cfg.DNS.V6
+		if o, ok := cfg.DNS.PerIface[nc.Iface]; ok && len(o.V6) > 0 {
+			dns = o.V6
+		}
+		for _, a := range dns {
+			n.dns = append(n.dns, net.IP(a.AsSlice()))
+		}
+		if sl, ok := cfg.PD.Slices[nc.Iface]; ok && cfg.PD.Pool.IsValid() {
+			n.slice, n.first = pool.NewBitmap(uint64(sl.Size)), uint64(sl.Index)
+		}
+		for a := range c.fixedSet {
+			if i, ok := n.pool.Index(a); ok {
+				n.pool.Set(i)
+			}
+		}
+		c.nets = append(c.nets, n)
+		c.byIface[nc.Iface] = n
+	}
+	s.cur = c
+	s.tab.Each(func(l *lease.Lease) { s.take(l) })
+}
+
+// take marks a lease's address or prefix used in whichever pool holds it.
+func (s *Server) take(l *lease.Lease) {
+	s.mark(l, true)
+}
+
+func (s *Server) mark(l *lease.Lease, used bool) {
+	c := s.cur
+	for _, n := range c.nets {
+		switch l.Kind {
+		case lease.NA:
+			if i, ok := n.pool.Index(l.Addr); ok && !c.fixedSet[l.Addr] {
+				if used {
+					n.pool.Set(i)
+				} else {
+					n.pool.Clear(i)
+				}
+			}
+		case lease.PD:
+			if n.slice == nil || !c.pdPool.IsValid() || !c.pdPool.Contains(l.Addr) || l.PrefixLen != c.pdLen {
+				continue
+			}
+			idx := config.PrefixIndex(c.pdPool, c.pdLen, l.Prefix())
+			if idx >= n.first && idx < n.first+n.slice.Len() {
+				if used {
+					n.slice.Set(idx - n.first)
+				} else {
+					n.slice.Clear(idx - n.first)
+				}
+			}
+		}
+	}
+}
+
+// macFromDUID returns the link-layer address a DUID-LL or DUID-LLT carries,
+// which is how MAC-based reservations and pinned prefixes find a DHCPv6
+// client.
+func macFromDUID(d dhcpv6.DUID) string {
+	var hw net.HardwareAddr
+	switch v := d.(type) {
+	case *dhcpv6.DUIDLL:
+		hw = v.LinkLayerAddr
+	case *dhcpv6.DUIDLLT:
+		hw = v.LinkLayerAddr
+	}
+	if len(hw) != 6 {
+		return ""
+	}
+	return strings.ToUpper(hw.String())
+}
+
+func duidString(d dhcpv6.DUID) string { return hex.EncodeToString(d.ToBytes()) }
