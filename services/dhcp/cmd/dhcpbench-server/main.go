@@ -1,0 +1,117 @@
+// Command dhcpbench-server runs the DHCP engine for the perfdhcp benchmark
+// against ISC Kea: it serves the recipe's topology (10.99.0.0/16 and
+// 2001:db8:99::/64 on vk-srv inside a namespace, the same pools and
+// lifetimes as the Kea configs), with leases made durable in a real etcd
+// (embedded, data on disk, fsync on) before each answer, and with N
+// MAC reservations loaded on a second served interface.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	dhcp "routerd.dev/services/dhcp"
+	"routerd.dev/services/dhcp/config"
+	"routerd.dev/services/dhcp/internal/embedetcd"
+	"routerd.dev/services/dhcp/lease"
+	"routerd.dev/services/dhcp/netns"
+)
+
+func main() {
+	ns := flag.String("netns", "/var/run/netns/tk-srv", "namespace to serve in")
+	iface := flag.String("iface", "vk-srv", "interface perfdhcp talks to")
+	resIface := flag.String("res-iface", "vk-res", "interface holding the reservations' network (empty: none)")
+	nres := flag.Int("reservations", 100000, "MAC reservations to load")
+	dir := flag.String("etcd-dir", "", "etcd data directory (default: a temporary one)")
+	txnOps := flag.Uint("max-txn-ops", 1024, "etcd --max-txn-ops")
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, *ns, *iface, *resIface, *nres, *dir, *txnOps); err != nil {
+		fmt.Fprintln(os.Stderr, "dhcpbench-server:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, ns, iface, resIface string, nres int, dir string, txnOps uint) error {
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	if dir == "" {
+		d, err := os.MkdirTemp("", "dhcpbench-etcd")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(d)
+		dir = d
+	}
+	etcd, err := embedetcd.Start(dir, embedetcd.Options{MaxTxnOps: txnOps})
+	if err != nil {
+		return err
+	}
+	defer etcd.Close()
+	store := lease.NewEtcdStore(etcd.Client)
+	store.MaxTxnOps = int(txnOps)
+
+	cfg := config.Config{
+		Networks: []config.Network{{
+			Iface: iface, Gateway: netip.MustParseAddr("10.99.0.1"), Prefix: netip.MustParsePrefix("10.99.0.0/16"),
+			PoolStart: netip.MustParseAddr("10.99.1.0"), PoolEnd: netip.MustParseAddr("10.99.255.254"),
+			LeaseTime: 4000 * time.Second,
+		}},
+		Networks6: []config.Network6{{
+			Iface: iface, Gateway: netip.MustParseAddr("2001:db8:99::1"), Prefix: netip.MustParsePrefix("2001:db8:99::/64"),
+			PoolStart: netip.MustParseAddr("2001:db8:99::1:0"), PoolEnd: netip.MustParseAddr("2001:db8:99::1:ffff"),
+		}},
+		Lifetimes6: config.Lifetimes6{Valid: 4000 * time.Second, Preferred: 3000 * time.Second},
+		PD: config.PD{
+			Pool: netip.MustParsePrefix("2001:db8:a000::/36"), Len: 56,
+			Slices: map[string]config.Slice{iface: {Index: 0, Size: 1 << 20}},
+		},
+		Timers: config.Timers{OfferHold: 60 * time.Second},
+	}
+	if resIface != "" && nres > 0 {
+		cfg.Networks = append(cfg.Networks, config.Network{
+			Iface: resIface, Gateway: netip.MustParseAddr("10.100.0.1"), Prefix: netip.MustParsePrefix("10.100.0.0/15"),
+			LeaseTime: 4000 * time.Second,
+		})
+		cfg.Networks6 = append(cfg.Networks6, config.Network6{
+			Iface: resIface, Gateway: netip.MustParseAddr("2001:db8:98::1"), Prefix: netip.MustParsePrefix("2001:db8:98::/64"),
+		})
+		base4 := netip.MustParseAddr("10.100.0.10")
+		base6 := netip.MustParseAddr("2001:db8:98::2:0")
+		for i := range nres {
+			a4, a6 := base4, base6
+			a4 = addN(a4, i)
+			a6 = addN(a6, i)
+			mac := net.HardwareAddr{0x02, 0x42, byte(i >> 24), byte(i >> 16), byte(i >> 8), byte(i)}
+			cfg.Clients = append(cfg.Clients, config.Client{MAC: mac.String(), IP: a4, IPv6: a6})
+		}
+	}
+	t0 := time.Now()
+	eng, err := dhcp.New(cfg, dhcp.Deps{Store: store, NetNS: netns.Target(ns), Log: log})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "dhcpbench-server: %d reservations loaded in %v, serving %s in %s, etcd %s\n",
+		len(cfg.Clients), time.Since(t0).Round(time.Millisecond), iface, ns, etcd.Endpoint)
+	return eng.Run(ctx)
+}
+
+func addN(a netip.Addr, n int) netip.Addr {
+	b := a.As16()
+	v := uint64(b[12])<<24 | uint64(b[13])<<16 | uint64(b[14])<<8 | uint64(b[15])
+	v += uint64(n)
+	b[12], b[13], b[14], b[15] = byte(v>>24), byte(v>>16), byte(v>>8), byte(v)
+	out := netip.AddrFrom16(b)
+	if a.Is4() {
+		return out.Unmap()
+	}
+	return out
+}
