@@ -52,7 +52,7 @@ e2e: build
 
 ## bench: gateway and bus-hop benchmarks, OLT driver benchmarks; figures in the issue notes.
 bench:
-	go test -run '^$$' -bench . -benchtime 3s ./gateway/...
+	go test -run '^$$' -bench . -benchtime 3s ./integration/bench/
 	-go test -run '^$$' -bench . ./services/olt/...
 
 ## bench-dhcp: our DHCP engine against ISC Kea with perfdhcp, side by side.
