@@ -87,6 +87,17 @@ func newTopo(t *testing.T) *topo {
 	must(t, "ip", "netns", "exec", tp.srv, "sysctl", "-qw", "net.ipv6.conf.all.forwarding=1")
 	must(t, "ip", "-n", tp.srv, "link", "set", tp.srvIf, "up")
 	must(t, "ip", "-n", tp.cli, "link", "set", tp.cliIf, "up")
+	// Wait (bounded) for both link-local addresses: DHCPv6 clients and RAs
+	// need them.
+	for _, side := range [][2]string{{tp.srv, tp.srvIf}, {tp.cli, tp.cliIf}} {
+		for i := 0; i < 100; i++ {
+			out, _ := run(t, 5*time.Second, "ip", "-n", side[0], "-6", "addr", "show", "dev", side[1], "scope", "link")
+			if strings.Contains(out, "fe80::") && !strings.Contains(out, "tentative") {
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
 	return tp
 }
 

@@ -6,6 +6,7 @@ package embedetcd
 import (
 	"fmt"
 	"net/url"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -30,6 +31,9 @@ type Options struct {
 // Start runs etcd with its data in dir, listening on 127.0.0.1 with
 // kernel-chosen ports, and connects a client.
 func Start(dir string, o Options) (*Server, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
 	cfg := embed.NewConfig()
 	cfg.Dir = dir
 	cfg.Name = "dhcp"
