@@ -41,6 +41,14 @@ func NewCommitter(store Store, maxBatch int, log *slog.Logger) *Committer {
 // Submit queues ops; done is called, from the committer's goroutine, once
 // they are durable or failed. done must not block for long.
 func (c *Committer) Submit(ops []Op, done func(error)) {
+	// The queue is buffered, so a send would succeed even after Run
+	// stopped; check first, or the write would wait forever.
+	select {
+	case <-c.stopped:
+		done(ErrClosed)
+		return
+	default:
+	}
 	select {
 	case c.reqs <- commitReq{ops, done}:
 	case <-c.stopped:
