@@ -88,6 +88,13 @@ type listener struct {
 	conn       *net.UDPConn
 	ra         *ra.Advertiser
 	stop       context.CancelFunc
+	bc         batchConn
+	out        chan outMsg
+}
+
+type outMsg struct {
+	b   []byte
+	dst *net.UDPAddr
 }
 
 // New validates cfg and builds an engine; nothing is opened until Run.

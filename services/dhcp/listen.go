@@ -3,7 +3,11 @@ package dhcp
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net"
+
+	"golang.org/x/net/ipv4"
+	"golang.org/x/net/ipv6"
 
 	"github.com/insomniacslk/dhcp/dhcpv4"
 
@@ -66,8 +70,11 @@ func (e *Engine) reconcileListeners(ctx context.Context) {
 }
 
 func (e *Engine) goServe(ctx context.Context, l *listener, fn func(*listener)) {
-	e.wg.Add(2)
+	l.bc = l.batchConn()
+	l.out = make(chan outMsg, 1<<14)
+	e.wg.Add(3)
 	go func() { defer e.wg.Done(); fn(l) }()
+	go func() { defer e.wg.Done(); sendLoop(ctx, l, l.bc, e.log) }()
 	go func() { defer e.wg.Done(); <-ctx.Done(); l.conn.Close() }()
 }
 
@@ -80,50 +87,111 @@ func (e *Engine) closeAll() {
 	}
 }
 
-// serve4 is the receive loop of one interface's DHCPv4 socket.
-func (e *Engine) serve4(l *listener) {
-	buf := make([]byte, 4096)
+// batchConn is what ipv4.PacketConn and ipv6.PacketConn share: recvmmsg
+// and sendmmsg, so one system call moves many packets under load.
+type batchConn interface {
+	ReadBatch(ms []ipv4.Message, flags int) (int, error)
+	WriteBatch(ms []ipv4.Message, flags int) (int, error)
+}
+
+const batch = 64
+
+func (l *listener) batchConn() batchConn {
+	if l.key[0] == '6' {
+		return ipv6.NewPacketConn(l.conn)
+	}
+	return ipv4.NewPacketConn(l.conn)
+}
+
+// receive reads packets in batches and hands each to fn with its source.
+func receive(l *listener, bc batchConn, bufSize int, fn func(b []byte, src *net.UDPAddr)) {
+	ms := make([]ipv4.Message, batch)
+	for i := range ms {
+		ms[i].Buffers = [][]byte{make([]byte, bufSize)}
+	}
 	for {
-		n, _, err := l.conn.ReadFromUDP(buf)
+		n, err := bc.ReadBatch(ms, 0)
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) {
 				return
 			}
 			continue
 		}
-		req, err := dhcpv4.FromBytes(buf[:n])
+		for i := 0; i < n; i++ {
+			src, _ := ms[i].Addr.(*net.UDPAddr)
+			fn(ms[i].Buffers[0][:ms[i].N], src)
+		}
+	}
+}
+
+// sendLoop writes queued answers, as many per sendmmsg as are waiting.
+func sendLoop(ctx context.Context, l *listener, bc batchConn, log *slog.Logger) {
+	ms := make([]ipv4.Message, 0, batch)
+	for {
+		ms = ms[:0]
+		select {
+		case <-ctx.Done():
+			return
+		case m := <-l.out:
+			ms = append(ms, ipv4.Message{Buffers: [][]byte{m.b}, Addr: m.dst})
+		}
+	fill:
+		for len(ms) < batch {
+			select {
+			case m := <-l.out:
+				ms = append(ms, ipv4.Message{Buffers: [][]byte{m.b}, Addr: m.dst})
+			default:
+				break fill
+			}
+		}
+		for sent := 0; sent < len(ms); {
+			n, err := bc.WriteBatch(ms[sent:], 0)
+			if err != nil {
+				log.Debug("send answers", "iface", l.iface, "err", err)
+				sent++ // skip the one that failed (e.g. no route to a stale ciaddr)
+				continue
+			}
+			sent += n
+		}
+	}
+}
+
+func (l *listener) send(b []byte, dst *net.UDPAddr) {
+	select {
+	case l.out <- outMsg{b, dst}:
+	default: // queue full: drop, as the kernel would; the client retries
+	}
+}
+
+// serve4 is the receive loop of one interface's DHCPv4 socket.
+func (e *Engine) serve4(l *listener) {
+	receive(l, l.bc, 4096, func(b []byte, _ *net.UDPAddr) {
+		req, err := dhcpv4.FromBytes(b)
 		if err != nil {
-			continue
+			return
 		}
 		rep := e.v4.Handle(l.iface, req)
 		if rep == nil {
-			continue
+			return
 		}
 		e.commitThen(rep.Ops, func() {
 			if rep.Resp != nil {
-				if _, err := l.conn.WriteToUDP(rep.Resp, rep.Dst); err != nil {
-					e.log.Debug("send DHCPv4 answer", "dst", rep.Dst, "err", err)
-				}
+				l.send(rep.Resp, rep.Dst)
 			}
 			e.publish(rep.Events)
 		})
-	}
+	})
 }
 
 // serve6 is the receive loop of one interface's DHCPv6 socket.
 func (e *Engine) serve6(l *listener) {
-	buf := make([]byte, 65536)
-	for {
-		n, peer, err := l.conn.ReadFromUDP(buf)
-		if err != nil {
-			if errors.Is(err, net.ErrClosed) {
-				return
-			}
-			continue
+	receive(l, l.bc, 65536, func(b []byte, peer *net.UDPAddr) {
+		if peer == nil {
+			return
 		}
-		rep := e.v6.Handle(l.iface, peer, buf[:n])
+		rep := e.v6.Handle(l.iface, peer, b)
 		if rep == nil {
-			continue
+			return
 		}
 		e.commitThen(rep.Ops, func() {
 			for _, p := range rep.RouteDel {
@@ -136,12 +204,10 @@ func (e *Engine) serve6(l *listener) {
 					e.log.Warn("install delegated route", "route", w.String(), "err", err)
 				}
 			}
-			if _, err := l.conn.WriteToUDP(rep.Resp, rep.Dst); err != nil {
-				e.log.Debug("send DHCPv6 answer", "dst", rep.Dst, "err", err)
-			}
+			l.send(rep.Resp, rep.Dst)
 			e.publish(rep.Events)
 		})
-	}
+	})
 }
 
 // raConfig is what the advertiser of one interface announces: M when the

@@ -15,6 +15,8 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
+	"runtime/debug"
+	"runtime/pprof"
 	"syscall"
 	"time"
 
@@ -32,11 +34,22 @@ func main() {
 	nres := flag.Int("reservations", 100000, "MAC reservations to load")
 	dir := flag.String("etcd-dir", "", "etcd data directory (default: a temporary one)")
 	txnOps := flag.Uint("max-txn-ops", 1024, "etcd --max-txn-ops")
+	gogc := flag.Int("gogc", 400, "garbage collector target percentage (GOGC): the lease table and 100k reservations are long-lived, so collecting less often costs memory, not correctness")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile here")
 	flag.Parse()
+	debug.SetGCPercent(*gogc)
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err == nil {
+			pprof.StartCPUProfile(f)
+			defer pprof.StopCPUProfile()
+		}
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, *ns, *iface, *resIface, *nres, *dir, *txnOps); err != nil {
 		fmt.Fprintln(os.Stderr, "dhcpbench-server:", err)
+		pprof.StopCPUProfile()
 		os.Exit(1)
 	}
 }
