@@ -605,3 +605,7 @@ func ParsePON(s string) (frame, slot, port int, err error) {
 	}
 	return frame, slot, port, nil
 }
+
+// WithoutSlices returns the delegation settings with no interface slices,
+// for a configuration that stops serving IPv6.
+func (p PD) WithoutSlices() PD { p.Slices = nil; return p }
