@@ -89,12 +89,7 @@ type listener struct {
 	ra         *ra.Advertiser
 	stop       context.CancelFunc
 	bc         batchConn
-	out        chan outMsg
-}
-
-type outMsg struct {
-	b   []byte
-	dst *net.UDPAddr
+	log        *slog.Logger
 }
 
 // New validates cfg and builds an engine; nothing is opened until Run.

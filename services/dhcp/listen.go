@@ -3,7 +3,6 @@ package dhcp
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"net"
 
 	"golang.org/x/net/ipv4"
@@ -71,10 +70,9 @@ func (e *Engine) reconcileListeners(ctx context.Context) {
 
 func (e *Engine) goServe(ctx context.Context, l *listener, fn func(*listener)) {
 	l.bc = l.batchConn()
-	l.out = make(chan outMsg, 1<<14)
-	e.wg.Add(3)
+	l.log = e.log
+	e.wg.Add(2)
 	go func() { defer e.wg.Done(); fn(l) }()
-	go func() { defer e.wg.Done(); sendLoop(ctx, l, l.bc, e.log) }()
 	go func() { defer e.wg.Done(); <-ctx.Done(); l.conn.Close() }()
 }
 
@@ -87,11 +85,10 @@ func (e *Engine) closeAll() {
 	}
 }
 
-// batchConn is what ipv4.PacketConn and ipv6.PacketConn share: recvmmsg
-// and sendmmsg, so one system call moves many packets under load.
+// batchConn is what ipv4.PacketConn and ipv6.PacketConn share: recvmmsg,
+// so one system call reads every packet waiting under load.
 type batchConn interface {
 	ReadBatch(ms []ipv4.Message, flags int) (int, error)
-	WriteBatch(ms []ipv4.Message, flags int) (int, error)
 }
 
 const batch = 64
@@ -124,42 +121,12 @@ func receive(l *listener, bc batchConn, bufSize int, fn func(b []byte, src *net.
 	}
 }
 
-// sendLoop writes queued answers, as many per sendmmsg as are waiting.
-func sendLoop(ctx context.Context, l *listener, bc batchConn, log *slog.Logger) {
-	ms := make([]ipv4.Message, 0, batch)
-	for {
-		ms = ms[:0]
-		select {
-		case <-ctx.Done():
-			return
-		case m := <-l.out:
-			ms = append(ms, ipv4.Message{Buffers: [][]byte{m.b}, Addr: m.dst})
-		}
-	fill:
-		for len(ms) < batch {
-			select {
-			case m := <-l.out:
-				ms = append(ms, ipv4.Message{Buffers: [][]byte{m.b}, Addr: m.dst})
-			default:
-				break fill
-			}
-		}
-		for sent := 0; sent < len(ms); {
-			n, err := bc.WriteBatch(ms[sent:], 0)
-			if err != nil {
-				log.Debug("send answers", "iface", l.iface, "err", err)
-				sent++ // skip the one that failed (e.g. no route to a stale ciaddr)
-				continue
-			}
-			sent += n
-		}
-	}
-}
-
+// send writes one answer. Answers are sent directly (from the receive loop
+// for offers, from the committer for acknowledgements): measured, a separate
+// sendmmsg goroutine cost more in hand-offs than it saved in system calls.
 func (l *listener) send(b []byte, dst *net.UDPAddr) {
-	select {
-	case l.out <- outMsg{b, dst}:
-	default: // queue full: drop, as the kernel would; the client retries
+	if _, err := l.conn.WriteToUDP(b, dst); err != nil {
+		l.log.Debug("send answer", "iface", l.iface, "dst", dst, "err", err)
 	}
 }
 
