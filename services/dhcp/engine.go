@@ -90,6 +90,12 @@ type listener struct {
 	stop       context.CancelFunc
 	bc         batchConn
 	log        *slog.Logger
+	paced      chan outMsg
+}
+
+type outMsg struct {
+	b   []byte
+	dst *net.UDPAddr
 }
 
 // New validates cfg and builds an engine; nothing is opened until Run.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"time"
 
 	"golang.org/x/net/ipv4"
 	"golang.org/x/net/ipv6"
@@ -71,7 +72,9 @@ func (e *Engine) reconcileListeners(ctx context.Context) {
 func (e *Engine) goServe(ctx context.Context, l *listener, fn func(*listener)) {
 	l.bc = l.batchConn()
 	l.log = e.log
-	e.wg.Add(2)
+	l.paced = make(chan outMsg, 1<<14)
+	e.wg.Add(3)
+	go func() { defer e.wg.Done(); l.pace(ctx) }()
 	go func() { defer e.wg.Done(); fn(l) }()
 	go func() { defer e.wg.Done(); <-ctx.Done(); l.conn.Close() }()
 }
@@ -91,7 +94,11 @@ type batchConn interface {
 	ReadBatch(ms []ipv4.Message, flags int) (int, error)
 }
 
-const batch = 64
+const (
+	batch     = 64
+	paceBurst = 8
+	paceGap   = 200 * time.Microsecond
+)
 
 func (l *listener) batchConn() batchConn {
 	if l.key[0] == '6' {
@@ -124,6 +131,34 @@ func receive(l *listener, bc batchConn, bufSize int, fn func(b []byte, src *net.
 // send writes one answer. Answers are sent directly (from the receive loop
 // for offers, from the committer for acknowledgements): measured, a separate
 // sendmmsg goroutine cost more in hand-offs than it saved in system calls.
+// pace sends the answers released by one group commit without flooding the
+// link: a commit releases every answer it held at once, and a burst of
+// hundreds of datagrams overruns a client-side socket buffer (a relay's, or
+// perfdhcp's) that a steady stream would not. Answers keep their order.
+func (l *listener) pace(ctx context.Context) {
+	n := 0
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case m := <-l.paced:
+			l.send(m.b, m.dst)
+			if n++; n%paceBurst == 0 && len(l.paced) > 0 {
+				time.Sleep(paceGap)
+			}
+		}
+	}
+}
+
+// queue hands a committed answer to the pacer.
+func (l *listener) queue(b []byte, dst *net.UDPAddr) {
+	select {
+	case l.paced <- outMsg{b, dst}:
+	default:
+		l.send(b, dst) // pacer saturated: send at once rather than drop
+	}
+}
+
 func (l *listener) send(b []byte, dst *net.UDPAddr) {
 	if _, err := l.conn.WriteToUDP(b, dst); err != nil {
 		l.log.Debug("send answer", "iface", l.iface, "dst", dst, "err", err)
@@ -141,9 +176,16 @@ func (e *Engine) serve4(l *listener) {
 		if rep == nil {
 			return
 		}
-		e.commitThen(rep.Ops, func() {
+		if len(rep.Ops) == 0 {
 			if rep.Resp != nil {
 				l.send(rep.Resp, rep.Dst)
+			}
+			e.publish(rep.Events)
+			return
+		}
+		e.commitThen(rep.Ops, func() {
+			if rep.Resp != nil {
+				l.queue(rep.Resp, rep.Dst)
 			}
 			e.publish(rep.Events)
 		})
@@ -171,7 +213,11 @@ func (e *Engine) serve6(l *listener) {
 					e.log.Warn("install delegated route", "route", w.String(), "err", err)
 				}
 			}
-			l.send(rep.Resp, rep.Dst)
+			if len(rep.Ops) > 0 {
+				l.queue(rep.Resp, rep.Dst)
+			} else {
+				l.send(rep.Resp, rep.Dst)
+			}
 			e.publish(rep.Events)
 		})
 	})
