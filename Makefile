@@ -57,7 +57,7 @@ bench:
 
 ## bench-dhcp: our DHCP engine against ISC Kea with perfdhcp, side by side.
 bench-dhcp:
-	bash integration/bench/dhcp/run.sh
+	bash integration/bench/dhcp/bench.sh
 
 clean:
 	rm -rf bin
