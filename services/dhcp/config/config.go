@@ -250,7 +250,12 @@ func (c Config) WithDefaults() Config {
 // NormalizeMAC accepts aa-bb-cc-dd-ee-ff, aabbccddeeff or AA:BB:CC:DD:EE:FF
 // and returns the stored form, upper-case with colons.
 func NormalizeMAC(s string) (string, error) {
-	h := strings.NewReplacer(":", "", "-", "", ".", "").Replace(strings.TrimSpace(s))
+	h := strings.Map(func(r rune) rune {
+		if r == ':' || r == '-' || r == '.' {
+			return -1
+		}
+		return r
+	}, strings.TrimSpace(s))
 	if len(h) != 12 {
 		return "", fmt.Errorf("invalid MAC %q", s)
 	}

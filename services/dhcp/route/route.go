@@ -34,18 +34,30 @@ func (w Want) String() string { return fmt.Sprintf("%v via %v dev %s", w.Prefix,
 type Manager struct {
 	mu sync.Mutex
 	h  *netlink.Handle
+	// installed remembers what this manager put in the kernel, so a renewal
+	// that changes nothing costs no netlink round trip; Sync re-reads the
+	// kernel and repairs anything changed behind its back.
+	installed map[netip.Prefix]Want
+	links     map[string]int
 }
 
 // New returns a manager on h (from netlink.NewHandleAt).
-func New(h *netlink.Handle) *Manager { return &Manager{h: h} }
+func New(h *netlink.Handle) *Manager {
+	return &Manager{h: h, installed: map[netip.Prefix]Want{}, links: map[string]int{}}
+}
 
 func (m *Manager) route(w Want) (*netlink.Route, error) {
-	link, err := m.h.LinkByName(w.Iface)
-	if err != nil {
-		return nil, fmt.Errorf("route %v: %w", w, err)
+	idx, ok := m.links[w.Iface]
+	if !ok {
+		link, err := m.h.LinkByName(w.Iface)
+		if err != nil {
+			return nil, fmt.Errorf("route %v: %w", w, err)
+		}
+		idx = link.Attrs().Index
+		m.links[w.Iface] = idx
 	}
 	return &netlink.Route{
-		LinkIndex: link.Attrs().Index,
+		LinkIndex: idx,
 		Dst:       &net.IPNet{IP: w.Prefix.Addr().AsSlice(), Mask: net.CIDRMask(w.Prefix.Bits(), 128)},
 		Gw:        w.Via.WithZone("").AsSlice(),
 		Protocol:  Protocol,
@@ -57,17 +69,27 @@ func (m *Manager) route(w Want) (*netlink.Route, error) {
 func (m *Manager) Add(w Want) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	w.Via = w.Via.WithZone("")
+	if m.installed[w.Prefix] == w {
+		return nil
+	}
 	r, err := m.route(w)
 	if err != nil {
 		return err
 	}
-	return m.h.RouteReplace(r)
+	if err := m.h.RouteReplace(r); err != nil {
+		delete(m.links, w.Iface) // the interface may have been recreated
+		return err
+	}
+	m.installed[w.Prefix] = w
+	return nil
 }
 
 // Del withdraws the route of prefix; a route already gone is not an error.
 func (m *Manager) Del(p netip.Prefix) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	delete(m.installed, p)
 	err := m.h.RouteDel(&netlink.Route{
 		Dst:      &net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), 128)},
 		Protocol: Protocol, Family: netlink.FAMILY_V6,
@@ -115,6 +137,14 @@ func (m *Manager) Sync(want []Want, dry bool) ([]string, error) {
 	live, err := m.live()
 	if err != nil {
 		return nil, err
+	}
+	m.links = map[string]int{}
+	if !dry {
+		m.installed = map[netip.Prefix]Want{}
+		for _, w := range want {
+			w.Via = w.Via.WithZone("")
+			m.installed[w.Prefix] = w
+		}
 	}
 	have := map[netip.Prefix]Want{}
 	for _, l := range live {
