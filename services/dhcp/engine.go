@@ -25,12 +25,12 @@ import (
 
 	"routerd.dev/services/dhcp/config"
 	"routerd.dev/services/dhcp/lease"
-	"routerd.dev/services/dhcp/netns"
 	"routerd.dev/services/dhcp/opt82"
 	"routerd.dev/services/dhcp/ra"
 	"routerd.dev/services/dhcp/route"
 	"routerd.dev/services/dhcp/v4"
 	"routerd.dev/services/dhcp/v6"
+	"routerd.dev/shared/netns"
 )
 
 // Events receives what the engine observes; the platform wires it to NATS
@@ -50,8 +50,9 @@ func (noEvents) Publish(string, any) {}
 type Deps struct {
 	// Store keeps leases durably (lease.EtcdStore in production).
 	Store lease.Store
-	// NetNS is the namespace to serve in; empty is the process's own.
-	NetNS netns.Target
+	// NetNS is the namespace to serve in (shared/netns.Open("") for the
+	// process's own).
+	NetNS *netns.NS
 	// Events receives lease and device events; nil drops them.
 	Events Events
 	// Lookup maps option 82 to fixed addresses; nil uses the configured
@@ -103,6 +104,9 @@ func New(cfg config.Config, d Deps) (*Engine, error) {
 	if d.Store == nil {
 		return nil, errors.New("dhcp: a lease store is required")
 	}
+	if d.NetNS == nil {
+		return nil, errors.New("dhcp: a target network namespace is required")
+	}
 	if d.Events == nil {
 		d.Events = noEvents{}
 	}
@@ -137,7 +141,7 @@ func New(cfg config.Config, d Deps) (*Engine, error) {
 func (e *Engine) serverDUID(cfg config.Config) dhcpv6.DUID {
 	hw := net.HardwareAddr{2, 0, 0, 0, 0, 1}
 	if len(cfg.Networks6) > 0 {
-		if h, err := e.d.NetNS.Handle(); err == nil {
+		if h, err := e.d.NetNS.Netlink(); err == nil {
 			if l, err := h.LinkByName(cfg.Networks6[0].Iface); err == nil && len(l.Attrs().HardwareAddr) == 6 {
 				hw = l.Attrs().HardwareAddr
 			}
@@ -195,9 +199,9 @@ func (e *Engine) Run(ctx context.Context) error {
 		return err
 	}
 	e.v6.Reconfigure(cfg)
-	e.log.Info("dhcp engine starting", "leases", len(leases), "netns", string(e.d.NetNS))
+	e.log.Info("dhcp engine starting", "leases", len(leases), "netns", e.d.NetNS.Path())
 
-	h, err := e.d.NetNS.Handle()
+	h, err := e.d.NetNS.Netlink()
 	if err != nil {
 		return fmt.Errorf("dhcp: netlink handle: %w", err)
 	}

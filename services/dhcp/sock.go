@@ -9,7 +9,7 @@ import (
 	"golang.org/x/net/ipv6"
 	"golang.org/x/sys/unix"
 
-	"routerd.dev/services/dhcp/netns"
+	"routerd.dev/shared/netns"
 )
 
 // rcvBuf is large so a burst of requests (a PON port coming back after an
@@ -20,7 +20,7 @@ const rcvBuf = 8 << 20
 // SO_BINDTODEVICE is what makes "answer only on served interfaces" hold:
 // the kernel delivers nothing from any other interface to the socket, and
 // SO_REUSEADDR lets one socket per interface share the port.
-func listenUDP(ns netns.Target, network, iface string, port int) (*net.UDPConn, error) {
+func listenUDP(ns *netns.NS, network, iface string, port int) (*net.UDPConn, error) {
 	var conn *net.UDPConn
 	err := ns.Do(func() error {
 		lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {

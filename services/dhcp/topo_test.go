@@ -14,9 +14,9 @@ import (
 	"time"
 
 	"routerd.dev/services/dhcp/config"
-	"routerd.dev/services/dhcp/internal/embedetcd"
 	"routerd.dev/services/dhcp/lease"
-	"routerd.dev/services/dhcp/netns"
+	"routerd.dev/shared/netns"
+	"routerd.dev/shared/store"
 )
 
 // topo is a router namespace and a subscriber namespace joined by a veth
@@ -101,7 +101,16 @@ func newTopo(t *testing.T) *topo {
 	return tp
 }
 
-func (tp *topo) target() netns.Target { return netns.Target("/var/run/netns/" + tp.srv) }
+// target opens the server side's namespace as the engine's target.
+func (tp *topo) target(t *testing.T) *netns.NS {
+	t.Helper()
+	ns, err := netns.Open("/var/run/netns/" + tp.srv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ns.Close() })
+	return ns
+}
 
 // setMAC gives the subscriber's interface a known MAC (for reservations).
 func (tp *topo) setMAC(t *testing.T, mac string) {
@@ -132,7 +141,7 @@ exit 0
 // harness is a running engine over a real embedded etcd.
 type harness struct {
 	t      *testing.T
-	etcd   *embedetcd.Server
+	etcd   *store.Embedded
 	store  *lease.EtcdStore
 	cfg    config.Config
 	tp     *topo
@@ -155,12 +164,14 @@ func (r *recorder) Publish(kind string, payload any) {
 
 func newHarness(t *testing.T, tp *topo, cfg config.Config) *harness {
 	t.Helper()
-	srv, err := embedetcd.Start(t.TempDir(), embedetcd.Options{})
+	srv, err := store.StartEmbedded(context.Background(), store.EmbedConfig{Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Close)
-	h := &harness{t: t, etcd: srv, store: lease.NewEtcdStore(srv.Client), cfg: cfg, tp: tp, events: &recorder{ch: make(chan string, 1000)}}
+	kv := srv.Client()
+	t.Cleanup(func() { kv.Close() })
+	h := &harness{t: t, etcd: srv, store: lease.NewEtcdStore(kv), cfg: cfg, tp: tp, events: &recorder{ch: make(chan string, 1000)}}
 	h.start()
 	t.Cleanup(func() { h.stop() })
 	return h
@@ -168,7 +179,7 @@ func newHarness(t *testing.T, tp *topo, cfg config.Config) *harness {
 
 func (h *harness) start() {
 	h.t.Helper()
-	eng, err := New(h.cfg, Deps{Store: h.store, NetNS: h.tp.target(), Events: h.events, Log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})), ListenRetry: 200 * time.Millisecond})
+	eng, err := New(h.cfg, Deps{Store: h.store, NetNS: h.tp.target(h.t), Events: h.events, Log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})), ListenRetry: 200 * time.Millisecond})
 	if err != nil {
 		h.t.Fatal(err)
 	}

@@ -6,6 +6,7 @@
 package netns
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"runtime"
@@ -66,21 +67,32 @@ func (n *NS) NFTables() (*nftables.Conn, error) {
 // sockets there: a socket stays in the namespace it was created in.
 func (n *NS) Do(fn func() error) error {
 	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
 	orig, err := netns.Get()
 	if err != nil {
+		runtime.UnlockOSThread()
 		return fmt.Errorf("netns: current namespace: %w", err)
 	}
 	defer orig.Close()
 	if err := netns.Set(n.handle); err != nil {
+		runtime.UnlockOSThread()
 		return fmt.Errorf("netns: enter %q: %w", n.path, err)
 	}
 	ferr := fn()
-	if err := netns.Set(orig); err != nil {
-		// The thread is in the wrong namespace; never hand it back to Go.
-		panic(fmt.Sprintf("netns: cannot return to the original namespace: %v", err))
+	if err := leave(orig); err != nil {
+		return errors.Join(ferr, err)
 	}
 	return ferr
+}
+
+// leave switches the locked thread back to orig and unlocks it. When that
+// fails the thread stays locked, so the runtime ends it with the goroutine
+// instead of reusing a thread that sits in the wrong namespace.
+func leave(orig netns.NsHandle) error {
+	if err := netns.Set(orig); err != nil {
+		return fmt.Errorf("netns: cannot return to the original namespace: %w", err)
+	}
+	runtime.UnlockOSThread()
+	return nil
 }
 
 // Close releases the namespace handle.
@@ -91,18 +103,20 @@ func (n *NS) Close() error { return n.handle.Close() }
 // Close releases it.
 func New() (*NS, error) {
 	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
 	orig, err := netns.Get()
 	if err != nil {
+		runtime.UnlockOSThread()
 		return nil, fmt.Errorf("netns: current namespace: %w", err)
 	}
 	defer orig.Close()
-	h, err := netns.New()
+	h, err := netns.New() // unshare moves this thread into the new namespace
 	if err != nil {
+		_ = leave(orig)
 		return nil, fmt.Errorf("netns: new namespace: %w", err)
 	}
-	if err := netns.Set(orig); err != nil {
-		panic(fmt.Sprintf("netns: cannot return to the original namespace: %v", err))
+	if err := leave(orig); err != nil {
+		h.Close()
+		return nil, err
 	}
 	return &NS{path: fmt.Sprintf("/proc/%d/fd/%d", os.Getpid(), int(h)), handle: h}, nil
 }

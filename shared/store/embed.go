@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/url"
 	"path/filepath"
 	"time"
@@ -19,16 +18,21 @@ type EmbedConfig struct {
 	// Dir holds the member's data, e.g. /var/lib/routerd/etcd.
 	Dir string
 	// ClientAddr is host:port for clients of a split deployment; empty
-	// picks a free loopback port (in-process clients need none).
+	// lets the kernel pick a loopback port (in-process clients need none).
 	ClientAddr string
-	// PeerAddr is host:port for cluster peers; empty picks a free loopback port.
+	// PeerAddr is host:port for cluster peers; empty lets the kernel pick
+	// a loopback port.
 	PeerAddr string
+	// MaxTxnOps raises etcd's limit of operations per transaction (default
+	// 128) for writers that batch, such as the DHCP lease committer.
+	MaxTxnOps uint
 }
 
 // Embedded is a running single-member etcd inside this process.
 type Embedded struct {
 	etcd *embed.Etcd
-	// ClientURL is where external clients reach it.
+	// ClientURL is where external clients reach it: the address actually
+	// listened on, also when the port was chosen by the kernel.
 	ClientURL string
 }
 
@@ -45,20 +49,11 @@ func StartEmbedded(ctx context.Context, c EmbedConfig) (*Embedded, error) {
 	cfg.SnapshotCount = 10000
 	cfg.AutoCompactionMode = "revision"
 	cfg.AutoCompactionRetention = "10000"
-	clientAddr, peerAddr := c.ClientAddr, c.PeerAddr
-	var err error
-	if clientAddr == "" {
-		if clientAddr, err = freeAddr(); err != nil {
-			return nil, err
-		}
+	if c.MaxTxnOps > 0 {
+		cfg.MaxTxnOps = c.MaxTxnOps
 	}
-	if peerAddr == "" {
-		if peerAddr, err = freeAddr(); err != nil {
-			return nil, err
-		}
-	}
-	cu := url.URL{Scheme: "http", Host: clientAddr}
-	pu := url.URL{Scheme: "http", Host: peerAddr}
+	cu := url.URL{Scheme: "http", Host: orLoopback(c.ClientAddr)}
+	pu := url.URL{Scheme: "http", Host: orLoopback(c.PeerAddr)}
 	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{cu}, []url.URL{cu}
 	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{pu}, []url.URL{pu}
 	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
@@ -79,7 +74,7 @@ func StartEmbedded(ctx context.Context, c EmbedConfig) (*Embedded, error) {
 		e.Close()
 		return nil, ctx.Err()
 	}
-	return &Embedded{etcd: e, ClientURL: cu.String()}, nil
+	return &Embedded{etcd: e, ClientURL: "http://" + e.Clients[0].Addr().String()}, nil
 }
 
 // Client returns an in-process client: no sockets, no serialisation cost
@@ -98,11 +93,10 @@ func Dial(endpoints []string) (*clientv3.Client, error) {
 	return cli, nil
 }
 
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", fmt.Errorf("store: pick a free port: %w", err)
+// orLoopback is addr, or a loopback address whose port the kernel picks.
+func orLoopback(addr string) string {
+	if addr == "" {
+		return "127.0.0.1:0"
 	}
-	defer l.Close()
-	return l.Addr().String(), nil
+	return addr
 }

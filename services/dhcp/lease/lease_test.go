@@ -11,8 +11,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"routerd.dev/services/dhcp/internal/embedetcd"
 	"routerd.dev/services/dhcp/lease"
+	"routerd.dev/shared/testenv"
 )
 
 func mk(i int) *lease.Lease {
@@ -78,12 +78,8 @@ func TestCommitterStopped(t *testing.T) {
 // TestEtcdStore writes more leases than one transaction may carry, deletes
 // some, and reads them back from a real etcd.
 func TestEtcdStore(t *testing.T) {
-	srv, err := embedetcd.Start(t.TempDir(), embedetcd.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Close)
-	st := lease.NewEtcdStore(srv.Client)
+	kv := testenv.Start(t).KV
+	st := lease.NewEtcdStore(kv)
 	ctx := context.Background()
 	var ops []lease.Op
 	var want []lease.Lease
@@ -120,7 +116,7 @@ func TestEtcdStore(t *testing.T) {
 		}
 	}
 	// The key layout is part of the contract with the rest of the platform.
-	resp, err := srv.Client.Get(ctx, "/router/dhcp/leases/v4/10.0.0.1")
+	resp, err := kv.Get(ctx, "/router/dhcp/leases/v4/10.0.0.1")
 	if err != nil || len(resp.Kvs) != 1 {
 		t.Errorf("lease not under /router/dhcp/leases/v4/10.0.0.1: %v %v", resp, err)
 	}

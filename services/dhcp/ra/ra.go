@@ -24,7 +24,7 @@ import (
 	"golang.org/x/net/ipv6"
 	"golang.org/x/sys/unix"
 
-	"routerd.dev/services/dhcp/netns"
+	"routerd.dev/shared/netns"
 )
 
 // Config is what one interface advertises.
@@ -56,7 +56,7 @@ type Advertiser struct {
 var allNodes = &net.IPAddr{IP: net.ParseIP("ff02::1")}
 
 // New opens the advertiser's socket on iface inside ns.
-func New(ns netns.Target, iface string, cfg Config, log *slog.Logger) (*Advertiser, error) {
+func New(ns *netns.NS, iface string, cfg Config, log *slog.Logger) (*Advertiser, error) {
 	a := &Advertiser{iface: iface, cfg: cfg, log: log, upd: make(chan struct{}, 1)}
 	err := ns.Do(func() error {
 		ifi, err := net.InterfaceByName(iface)

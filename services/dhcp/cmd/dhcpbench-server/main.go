@@ -22,9 +22,9 @@ import (
 
 	dhcp "routerd.dev/services/dhcp"
 	"routerd.dev/services/dhcp/config"
-	"routerd.dev/services/dhcp/internal/embedetcd"
 	"routerd.dev/services/dhcp/lease"
-	"routerd.dev/services/dhcp/netns"
+	"routerd.dev/shared/netns"
+	"routerd.dev/shared/store"
 )
 
 func main() {
@@ -64,13 +64,19 @@ func run(ctx context.Context, ns, iface, resIface string, nres int, dir string, 
 		defer os.RemoveAll(d)
 		dir = d
 	}
-	etcd, err := embedetcd.Start(dir, embedetcd.Options{MaxTxnOps: txnOps})
+	etcd, err := store.StartEmbedded(ctx, store.EmbedConfig{Dir: dir, MaxTxnOps: txnOps})
 	if err != nil {
 		return err
 	}
 	defer etcd.Close()
-	store := lease.NewEtcdStore(etcd.Client)
-	store.MaxTxnOps = int(txnOps)
+	// A network client, as a split deployment's dhcp service would have.
+	kv, err := store.Dial([]string{etcd.ClientURL})
+	if err != nil {
+		return err
+	}
+	defer kv.Close()
+	leases := lease.NewEtcdStore(kv)
+	leases.MaxTxnOps = int(txnOps)
 
 	cfg := config.Config{
 		Networks: []config.Network{{
@@ -108,12 +114,17 @@ func run(ctx context.Context, ns, iface, resIface string, nres int, dir string, 
 		}
 	}
 	t0 := time.Now()
-	eng, err := dhcp.New(cfg, dhcp.Deps{Store: store, NetNS: netns.Target(ns), Log: log})
+	target, err := netns.Open(ns)
+	if err != nil {
+		return err
+	}
+	defer target.Close()
+	eng, err := dhcp.New(cfg, dhcp.Deps{Store: leases, NetNS: target, Log: log})
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(os.Stderr, "dhcpbench-server: %d reservations loaded in %v, serving %s in %s, etcd %s\n",
-		len(cfg.Clients), time.Since(t0).Round(time.Millisecond), iface, ns, etcd.Endpoint)
+		len(cfg.Clients), time.Since(t0).Round(time.Millisecond), iface, ns, etcd.ClientURL)
 	return eng.Run(ctx)
 }
 
