@@ -2,12 +2,9 @@ package dhcp
 
 import (
 	"context"
-	"errors"
 	"net"
+	"net/netip"
 	"time"
-
-	"golang.org/x/net/ipv4"
-	"golang.org/x/net/ipv6"
 
 	"github.com/insomniacslk/dhcp/dhcpv4"
 
@@ -46,11 +43,11 @@ func (e *Engine) reconcileListeners(ctx context.Context) {
 		var err error
 		switch k[:2] {
 		case "4|":
-			if l.conn, err = listenUDP(e.d.NetNS, "udp4", iface, dhcpv4.ServerPort); err == nil {
+			if l.sock, err = listenUDP(e.d.NetNS, false, iface, dhcpv4.ServerPort); err == nil {
 				e.goServe(lctx, l, e.serve4)
 			}
 		case "6|":
-			if l.conn, err = listenUDP(e.d.NetNS, "udp6", iface, 547); err == nil {
+			if l.sock, err = listenUDP(e.d.NetNS, true, iface, 547); err == nil {
 				e.goServe(lctx, l, e.serve6)
 			}
 		default:
@@ -70,13 +67,12 @@ func (e *Engine) reconcileListeners(ctx context.Context) {
 }
 
 func (e *Engine) goServe(ctx context.Context, l *listener, fn func(*listener)) {
-	l.bc = l.batchConn()
 	l.log = e.log
 	l.paced = make(chan outMsg, 1<<14)
 	e.wg.Add(3)
 	go func() { defer e.wg.Done(); l.pace(ctx) }()
-	go func() { defer e.wg.Done(); fn(l) }()
-	go func() { defer e.wg.Done(); <-ctx.Done(); l.conn.Close() }()
+	go func() { defer e.wg.Done(); defer l.sock.release(); fn(l) }()
+	go func() { defer e.wg.Done(); <-ctx.Done(); l.sock.close() }()
 }
 
 func (e *Engine) closeAll() {
@@ -88,49 +84,58 @@ func (e *Engine) closeAll() {
 	}
 }
 
-// batchConn is what ipv4.PacketConn and ipv6.PacketConn share: recvmmsg,
-// so one system call reads every packet waiting under load.
-type batchConn interface {
-	ReadBatch(ms []ipv4.Message, flags int) (int, error)
-}
-
 const (
-	batch     = 64
+	// pollStop bounds how long a stopped listener's receive loop takes to
+	// notice (the socket's receive timeout).
+	pollStop  = 100 * time.Millisecond
 	paceBurst = 8
 	paceGap   = 200 * time.Microsecond
 )
 
-func (l *listener) batchConn() batchConn {
-	if l.key[0] == '6' {
-		return ipv6.NewPacketConn(l.conn)
-	}
-	return ipv4.NewPacketConn(l.conn)
-}
-
-// receive reads packets in batches and hands each to fn with its source.
-func receive(l *listener, bc batchConn, bufSize int, fn func(b []byte, src *net.UDPAddr)) {
-	ms := make([]ipv4.Message, batch)
-	for i := range ms {
-		ms[i].Buffers = [][]byte{make([]byte, bufSize)}
-	}
-	for {
-		n, err := bc.ReadBatch(ms, 0)
+// receive reads datagrams in batches and hands each to fn with its payload
+// and source; fn may queue answers on out, which go out with one sendmmsg
+// when the batch is done.
+func (l *listener) receive(bufSize int, fn func(b []byte, src netip.AddrPort, out *outBatch)) {
+	in := newRing(batch, bufSize)
+	out := &outBatch{r: newRing(batch, 0), s: l.sock}
+	for !l.sock.closed.Load() {
+		n, err := l.sock.recv(in)
 		if err != nil {
-			if errors.Is(err, net.ErrClosed) {
-				return
-			}
-			continue
+			continue // EAGAIN (the poll timeout), EINTR
 		}
 		for i := 0; i < n; i++ {
-			src, _ := ms[i].Addr.(*net.UDPAddr)
-			fn(ms[i].Buffers[0][:ms[i].N], src)
+			fn(in.payload(i), in.source(i), out)
 		}
+		out.flush(l)
 	}
 }
 
-// send writes one answer. Answers are sent directly (from the receive loop
-// for offers, from the committer for acknowledgements): measured, a separate
-// sendmmsg goroutine cost more in hand-offs than it saved in system calls.
+// outBatch collects the answers of one receive batch.
+type outBatch struct {
+	r *ring
+	s *udpSock
+	n int
+}
+
+func (o *outBatch) add(l *listener, b []byte, dst *net.UDPAddr) {
+	if o.n == len(o.r.h) {
+		o.flush(l)
+	}
+	o.r.prepare(o.n, b, o.s.setDest(o.r, o.n, dst))
+	o.n++
+}
+
+func (o *outBatch) flush(l *listener) {
+	if o.n == 0 {
+		return
+	}
+	if err := o.s.sendAll(o.r, o.n); err != nil {
+		l.log.Debug("send answers", "iface", l.iface, "err", err)
+	}
+	clear(o.r.buf[:o.n]) // drop references to the answers
+	o.n = 0
+}
+
 // pace sends the answers released by one group commit without flooding the
 // link: a commit releases every answer it held at once, and a burst of
 // hundreds of datagrams overruns a client-side socket buffer (a relay's, or
@@ -160,25 +165,21 @@ func (l *listener) queue(b []byte, dst *net.UDPAddr) {
 }
 
 func (l *listener) send(b []byte, dst *net.UDPAddr) {
-	if _, err := l.conn.WriteToUDP(b, dst); err != nil {
+	if err := l.sock.sendTo(b, dst); err != nil {
 		l.log.Debug("send answer", "iface", l.iface, "dst", dst, "err", err)
 	}
 }
 
 // serve4 is the receive loop of one interface's DHCPv4 socket.
 func (e *Engine) serve4(l *listener) {
-	receive(l, l.bc, 4096, func(b []byte, _ *net.UDPAddr) {
-		req, err := dhcpv4.FromBytes(b)
-		if err != nil {
-			return
-		}
-		rep := e.v4.Handle(l.iface, req)
+	l.receive(4096, func(b []byte, _ netip.AddrPort, out *outBatch) {
+		rep := e.v4.Handle(l.iface, b)
 		if rep == nil {
 			return
 		}
 		if len(rep.Ops) == 0 {
 			if rep.Resp != nil {
-				l.send(rep.Resp, rep.Dst)
+				out.add(l, rep.Resp, rep.Dst)
 			}
 			e.publish(rep.Events)
 			return
@@ -194,12 +195,18 @@ func (e *Engine) serve4(l *listener) {
 
 // serve6 is the receive loop of one interface's DHCPv6 socket.
 func (e *Engine) serve6(l *listener) {
-	receive(l, l.bc, 65536, func(b []byte, peer *net.UDPAddr) {
-		if peer == nil {
-			return
+	l.receive(16384, func(b []byte, src netip.AddrPort, out *outBatch) {
+		peer := &net.UDPAddr{IP: src.Addr().AsSlice(), Port: int(src.Port())}
+		if src.Addr().Is6() && src.Addr().IsLinkLocalUnicast() {
+			peer.Zone = l.iface
 		}
 		rep := e.v6.Handle(l.iface, peer, b)
 		if rep == nil {
+			return
+		}
+		if len(rep.Ops) == 0 && len(rep.RouteAdd) == 0 && len(rep.RouteDel) == 0 {
+			out.add(l, rep.Resp, rep.Dst)
+			e.publish(rep.Events)
 			return
 		}
 		e.commitThen(rep.Ops, func() {
@@ -213,11 +220,7 @@ func (e *Engine) serve6(l *listener) {
 					e.log.Warn("install delegated route", "route", w.String(), "err", err)
 				}
 			}
-			if len(rep.Ops) > 0 {
-				l.queue(rep.Resp, rep.Dst)
-			} else {
-				l.send(rep.Resp, rep.Dst)
-			}
+			l.queue(rep.Resp, rep.Dst)
 			e.publish(rep.Events)
 		})
 	})

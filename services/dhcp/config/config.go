@@ -33,6 +33,7 @@ const (
 	maxPDSlice             = 1 << 24
 	defaultOfferHold       = 30 * time.Second
 	defaultReclaimInterval = 10 * time.Second
+	defaultCacheThreshold  = 0.25
 )
 
 // Config is everything the engine serves. The zero value serves nothing.
@@ -209,6 +210,14 @@ type Timers struct {
 	Quarantine time.Duration `json:"quarantine,omitempty"`
 	// Reclaim is how often expired leases are reclaimed.
 	Reclaim time.Duration `json:"reclaim,omitempty"`
+	// CacheThreshold is lease caching, as ISC dhcpd's dhcp-cache-threshold
+	// and Kea's cache-threshold: a client renewing its own lease within
+	// this fraction of the lease time since the lease was last written is
+	// answered from the durable lease, with the time it has left, and no
+	// write. Subscriber CPEs that restart or re-request in bursts (a PON
+	// port coming back) then cost no store write at all. 0 takes the
+	// default 0.25 (dhcpd's); a negative value writes every renewal.
+	CacheThreshold float64 `json:"cache_threshold,omitempty"`
 }
 
 // WithDefaults returns a copy with every unset default filled in.
@@ -243,6 +252,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if out.Timers.Reclaim == 0 {
 		out.Timers.Reclaim = defaultReclaimInterval
+	}
+	if out.Timers.CacheThreshold == 0 {
+		out.Timers.CacheThreshold = defaultCacheThreshold
 	}
 	return out
 }
@@ -409,6 +421,9 @@ func (c Config) Validate() error {
 	}
 	if c.RA.RouterLifetime < 0 || c.RA.RouterLifetime > 9000*time.Second {
 		bad("ra: router lifetime %v outside 0-9000s", c.RA.RouterLifetime)
+	}
+	if c.Timers.CacheThreshold >= 1 {
+		bad("timers: cache threshold %v must be below 1 (a fraction of the lease time)", c.Timers.CacheThreshold)
 	}
 	return errors.Join(errs...)
 }

@@ -46,7 +46,10 @@ type Lease struct {
 	Iface     string `json:"iface"`
 	// MAC is upper-case with colons; for DHCPv6 it is taken from the DUID
 	// when the DUID carries one.
-	MAC      string    `json:"mac,omitempty"`
+	MAC string `json:"mac,omitempty"`
+	// ClientID is DHCPv4 option 61 in hex, when the client sends one; it
+	// then identifies the client instead of the MAC (RFC 2131 4.2).
+	ClientID string    `json:"client_id,omitempty"`
 	DUID     string    `json:"duid,omitempty"` // hex
 	IAID     uint32    `json:"iaid,omitempty"`
 	Hostname string    `json:"hostname,omitempty"`
@@ -85,17 +88,42 @@ func PrefixKey(p netip.Prefix) string { return string(PD) + "/" + p.String() }
 // ClientKey identifies the client end of a binding in one table.
 func (l *Lease) ClientKey() string {
 	if l.Kind == V4 {
-		return ClientKey4(l.Iface, l.MAC)
+		return ClientKey4(l.Iface, l.MAC, l.ClientID)
 	}
 	return ClientKey6(l.Kind, l.Iface, l.DUID, l.IAID)
 }
 
-// ClientKey4 is the client key of an IPv4 lease.
-func ClientKey4(iface, mac string) string { return "v4|" + iface + "|" + mac }
+// ClientKey4 is the client key of an IPv4 lease: the client identifier
+// when the client sent one, else the MAC.
+func ClientKey4(iface, mac, clientID string) string {
+	if clientID != "" {
+		return "v4|" + iface + "|id:" + clientID
+	}
+	return "v4|" + iface + "|" + mac
+}
 
 // ClientKey6 is the client key of a DHCPv6 IA.
 func ClientKey6(k Kind, iface, duid string, iaid uint32) string {
 	return string(k) + "|" + iface + "|" + duid + "|" + strconv.FormatUint(uint64(iaid), 16)
+}
+
+// Cached reports whether a client renewing its own bound lease l may be
+// answered from the durable lease as it stands, without a write (lease
+// caching, as ISC dhcpd's dhcp-cache-threshold): l.End was set to the time
+// of its last write plus lifetime, so the lease's age is lifetime minus
+// what is left, and while that age is under threshold (a fraction of
+// lifetime) the client is given what is left. A lease whose end lies
+// beyond now+lifetime (the lease time was shortened since) is not cached.
+func Cached(l *Lease, lifetime time.Duration, threshold float64, now time.Time) (left time.Duration, ok bool) {
+	if l == nil || l.State != Bound || threshold <= 0 {
+		return 0, false
+	}
+	left = l.End.Sub(now)
+	age := lifetime - left
+	if age < 0 || left <= 0 || float64(age) >= threshold*float64(lifetime) {
+		return 0, false
+	}
+	return left.Truncate(time.Second), true
 }
 
 // Op is one durable change: Lease nil deletes Key.

@@ -30,19 +30,16 @@ type Reply struct {
 	Dst    *net.UDPAddr
 	Ops    []lease.Op
 	Events []Event
-	// Msg is the decoded answer, for tests and logs.
-	Msg any
 }
 
 // network is one served IPv4 network, compiled.
 type network struct {
-	cfg     config.Network
-	gateway net.IP
-	mask    net.IPMask
-	bcast   net.IP
-	dns     []net.IP
-	pool    *pool.Range
-	lease   uint32 // seconds
+	cfg   config.Network
+	mask  []byte // option 1
+	bcast netip.Addr
+	dns   []netip.Addr
+	pool  *pool.Range
+	lease uint32 // seconds
 }
 
 // compiled is one configuration, ready to answer from. It is replaced whole
@@ -58,6 +55,7 @@ type compiled struct {
 	domain     string
 	quarantine time.Duration
 	offerHold  time.Duration
+	cache      float64 // lease cache threshold, see config.Timers
 }
 
 // Server answers DHCPv4 for every served IPv4 network.
@@ -110,6 +108,7 @@ func (s *Server) reconfigureLocked(cfg config.Config) error {
 		domain:     cfg.DNS.Domain,
 		quarantine: cfg.Timers.Quarantine,
 		offerHold:  cfg.Timers.OfferHold,
+		cache:      cfg.Timers.CacheThreshold,
 	}
 	if c.lookup == nil {
 		c.lookup = opt82.NewServiceLookup(cfg.Services)
@@ -130,19 +129,16 @@ func (s *Server) reconfigureLocked(cfg config.Config) error {
 	}
 	for _, nc := range cfg.Networks {
 		n := &network{
-			cfg:     nc,
-			gateway: net.IP(nc.Gateway.AsSlice()),
-			mask:    net.CIDRMask(nc.Prefix.Bits(), 32),
-			bcast:   net.IP(config.LastAddr(nc.Prefix).AsSlice()),
-			lease:   uint32(nc.LeaseTime / time.Second),
+			cfg:   nc,
+			mask:  net.CIDRMask(nc.Prefix.Bits(), 32),
+			bcast: config.LastAddr(nc.Prefix),
+			lease: uint32(nc.LeaseTime / time.Second),
 		}
 		dns := cfg.DNS.V4
 		if o, ok := cfg.DNS.PerIface[nc.Iface]; ok && len(o.V4) > 0 {
 			dns = o.V4
 		}
-		for _, a := range dns {
-			n.dns = append(n.dns, net.IP(a.AsSlice()))
-		}
+		n.dns = append([]netip.Addr(nil), dns...)
 		first, last := nc.PoolStart, nc.PoolEnd
 		if !first.IsValid() {
 			first, last = nc.Prefix.Addr().Next(), config.LastAddr(nc.Prefix).Prev()
@@ -180,8 +176,8 @@ func (s *Server) reconfigureLocked(cfg config.Config) error {
 // selectNetwork picks the served network of a request: the one holding the
 // relay's giaddr when relayed, else the one on the receiving interface. A
 // relayed request must still arrive on a served interface.
-func (c *compiled) selectNetwork(iface string, giaddr net.IP) *network {
-	if g, ok := netip.AddrFromSlice(giaddr.To4()); ok && !g.IsUnspecified() && giaddr.To4() != nil {
+func (c *compiled) selectNetwork(iface string, giaddr netip.Addr) *network {
+	if g := giaddr; g.IsValid() {
 		for _, n := range c.nets {
 			if n.cfg.Prefix.Contains(g) {
 				return n

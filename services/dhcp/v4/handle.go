@@ -1,12 +1,9 @@
 package v4
 
 import (
-	"net"
+	"encoding/hex"
 	"net/netip"
-	"strings"
 	"time"
-
-	"github.com/insomniacslk/dhcp/dhcpv4"
 
 	"routerd.dev/services/dhcp/lease"
 	"routerd.dev/services/dhcp/opt82"
@@ -14,33 +11,47 @@ import (
 
 // exchange is one request travelling down the handler chain.
 type exchange struct {
-	c     *compiled
-	n     *network
-	req   *dhcpv4.DHCPv4
-	mac   string
-	info  *opt82.Info
-	fixed netip.Addr // the only address this client may have, when set
-	host  string     // hostname to send (reservations and services)
-	now   time.Time
-	out   Reply
-	resp  *dhcpv4.DHCPv4
-	lease *lease.Lease // granted or offered lease
+	c      *compiled
+	n      *network
+	req    request
+	raw    []byte // the request datagram
+	mac    string
+	cid    string // option 61 in hex, when the client sent one
+	info   *opt82.Info
+	fixed  netip.Addr // the only address this client may have, when set
+	host   string     // hostname to send (reservations and services)
+	now    time.Time
+	out    Reply
+	typ    byte          // message type of the answer; 0 is none
+	yiaddr netip.Addr    // address given to the client
+	nakMsg string        // option 56 of a NAK
+	lease  *lease.Lease  // granted or offered lease
+	left   time.Duration // lease time to give when answering from the cache; 0 is the full time
 }
 
-// Handle answers one request that arrived on iface. It returns nil when the
-// request is to be ignored (not for us, malformed, nothing to offer).
-func (s *Server) Handle(iface string, req *dhcpv4.DHCPv4) *Reply {
-	if req.OpCode != dhcpv4.OpcodeBootRequest || len(req.ClientHWAddr) != 6 {
+// Handle answers one request datagram that arrived on iface. It returns nil
+// when the request is to be ignored (not for us, malformed, nothing to
+// offer). b is only read during the call.
+func (s *Server) Handle(iface string, b []byte) *Reply {
+	x := &exchange{raw: b}
+	if parse(b, &x.req) != nil {
+		return nil
+	}
+	req := &x.req
+	if req.op != 1 || req.htype != 1 || req.hlen != 6 {
 		return nil
 	}
 	s.tab.Lock()
 	defer s.tab.Unlock()
-	x := &exchange{c: s.cur, req: req, now: s.now()}
-	if x.n = x.c.selectNetwork(iface, req.GatewayIPAddr); x.n == nil {
+	x.c, x.now = s.cur, s.now()
+	if x.n = x.c.selectNetwork(iface, req.giaddr); x.n == nil {
 		return nil
 	}
-	x.mac = strings.ToUpper(req.ClientHWAddr.String())
-	if raw := req.Options.Get(dhcpv4.OptionRelayAgentInformation); raw != nil {
+	x.mac = macString(req.chaddr)
+	if len(req.clientID) > 0 {
+		x.cid = hex.EncodeToString(req.clientID)
+	}
+	if raw := req.relay; raw != nil {
 		in, err := opt82.Parse(raw)
 		if err != nil {
 			s.log.Debug("dropping request with malformed option 82", "mac", x.mac, "err", err)
@@ -49,32 +60,55 @@ func (s *Server) Handle(iface string, req *dhcpv4.DHCPv4) *Reply {
 		x.info = &in
 	}
 	x.findFixed()
-	var ok bool
-	switch req.MessageType() {
-	case dhcpv4.MessageTypeDiscover:
-		ok = s.discover(x)
-	case dhcpv4.MessageTypeRequest:
-		ok = s.request(x)
-	case dhcpv4.MessageTypeRelease:
+	switch req.msgType {
+	case msgDiscover:
+		s.discover(x)
+	case msgRequest:
+		s.request(x)
+	case msgRelease:
 		s.release(x)
-		return &x.out
-	case dhcpv4.MessageTypeDecline:
+	case msgDecline:
 		s.decline(x)
-		return &x.out
-	case dhcpv4.MessageTypeInform:
-		ok = s.inform(x)
+	case msgInform:
+		s.inform(x)
 	}
-	if !ok || x.resp == nil {
+	if x.typ == 0 {
 		if len(x.out.Ops) > 0 || len(x.out.Events) > 0 {
 			return &x.out
 		}
 		return nil
 	}
-	x.options()
-	x.out.Resp = x.resp.ToBytes()
-	x.out.Msg = x.resp
+	x.out.Resp = x.encode()
 	x.out.Dst = x.destination()
 	return &x.out
+}
+
+// macString is the stored form of a MAC: upper-case hex with colons.
+func macString(m [6]byte) string {
+	const digits = "0123456789ABCDEF"
+	var b [17]byte
+	for i, v := range m {
+		if i > 0 {
+			b[3*i-1] = ':'
+		}
+		b[3*i], b[3*i+1] = digits[v>>4], digits[v&15]
+	}
+	return string(b[:])
+}
+
+// sameClient reports whether l belongs to the requesting client: by client
+// identifier when the client sends one (RFC 2131 4.2, RFC 6842), else by
+// hardware address.
+func (x *exchange) sameClient(l *lease.Lease) bool {
+	if l.ClientID != x.cid || l.Iface != x.n.cfg.Iface {
+		return false
+	}
+	return x.cid != "" || l.MAC == x.mac
+}
+
+// clientKey is the table's key for the requesting client's binding.
+func (x *exchange) clientKey() string {
+	return lease.ClientKey4(x.n.cfg.Iface, x.mac, x.cid)
 }
 
 // findFixed applies the option 82 lookup, then the MAC reservation.
@@ -103,35 +137,34 @@ func (s *Server) allowed(x *exchange, ip netip.Addr) bool {
 		return false
 	}
 	if l := s.tab.Get(lease.AddrKey(lease.V4, ip)); l != nil {
-		return l.State != lease.Declined && l.MAC == x.mac && l.Iface == x.n.cfg.Iface
+		return l.State != lease.Declined && x.sameClient(l)
 	}
 	return true
 }
 
-func (s *Server) discover(x *exchange) bool {
-	ck := lease.ClientKey4(x.n.cfg.Iface, x.mac)
-	cur := s.tab.Client(ck)
+func (s *Server) discover(x *exchange) {
+	cur := s.tab.Client(x.clientKey())
 	var ip netip.Addr
 	switch {
 	case x.fixed.IsValid():
 		if !s.allowed(x, x.fixed) {
 			s.log.Warn("fixed address held by another client", "ip", x.fixed, "mac", x.mac)
-			return false
+			return
 		}
 		ip = x.fixed
 	case cur != nil && s.allowed(x, cur.Addr):
 		ip = cur.Addr
 	default:
-		if r := addr4(x.req.RequestedIPAddress()); r.IsValid() && s.allowed(x, r) {
+		if r := x.req.requested; r.IsValid() && s.allowed(x, r) {
 			ip = r
 		} else if i, ok := x.n.pool.Alloc(); ok {
 			ip = x.n.pool.Addr(i)
 		} else {
 			s.log.Warn("pool exhausted", "network", x.n.String(), "mac", x.mac)
-			return false
+			return
 		}
 		if cur == nil {
-			x.out.Events = append(x.out.Events, Event{Kind: "unknown_device", Lease: lease.Lease{Kind: lease.V4, Iface: x.n.cfg.Iface, MAC: x.mac, Hostname: x.req.HostName(), Addr: ip}})
+			x.out.Events = append(x.out.Events, Event{Kind: "unknown_device", Lease: lease.Lease{Kind: lease.V4, Iface: x.n.cfg.Iface, MAC: x.mac, ClientID: x.cid, Hostname: string(x.req.hostname), Addr: ip}})
 		}
 	}
 	l := s.tab.Get(lease.AddrKey(lease.V4, ip))
@@ -141,54 +174,49 @@ func (s *Server) discover(x *exchange) bool {
 		s.tab.Put(l)
 	}
 	x.lease = l
-	x.resp = x.reply(dhcpv4.MessageTypeOffer)
-	x.resp.YourIPAddr = net.IP(ip.AsSlice())
-	return true
+	x.typ, x.yiaddr = msgOffer, ip
 }
 
-func (s *Server) request(x *exchange) bool {
-	req := x.req
-	sid := addr4(req.ServerIdentifier())
-	reqIP := addr4(req.RequestedIPAddress())
-	ciaddr := addr4(req.ClientIPAddr)
+func (s *Server) request(x *exchange) {
+	req := &x.req
 	var ip netip.Addr
 	switch {
-	case sid.IsValid() && !sid.IsUnspecified(): // SELECTING
-		if sid != x.n.cfg.Gateway {
+	case req.serverID.IsValid(): // SELECTING
+		if req.serverID != x.n.cfg.Gateway {
 			// The client took another server's offer: let ours go.
-			if l := s.tab.Client(lease.ClientKey4(x.n.cfg.Iface, x.mac)); l != nil && l.State == lease.Offered {
+			if l := s.tab.Client(x.clientKey()); l != nil && l.State == lease.Offered {
 				s.drop(l)
 			}
-			return false
+			return
 		}
-		ip = reqIP
-	case reqIP.IsValid() && !reqIP.IsUnspecified(): // INIT-REBOOT
-		ip = reqIP
-	case ciaddr.IsValid() && !ciaddr.IsUnspecified(): // RENEWING or REBINDING
-		ip = ciaddr
+		ip = req.requested
+	case req.requested.IsValid(): // INIT-REBOOT
+		ip = req.requested
+	case req.ciaddr.IsValid(): // RENEWING or REBINDING
+		ip = req.ciaddr
 	default:
-		return false
+		return
 	}
 	if !s.allowed(x, ip) {
-		x.resp = x.reply(dhcpv4.MessageTypeNak)
-		x.resp.UpdateOption(dhcpv4.OptMessage("address not available"))
-		return true
+		x.typ, x.nakMsg = msgNak, "address not available"
+		return
 	}
 	s.bind(x, ip)
-	x.resp = x.reply(dhcpv4.MessageTypeAck)
-	x.resp.YourIPAddr = net.IP(ip.AsSlice())
-	return true
+	x.typ, x.yiaddr = msgAck, ip
 }
 
 // bind makes ip the client's bound lease and queues its durable write.
 func (s *Server) bind(x *exchange, ip netip.Addr) {
 	key := lease.AddrKey(lease.V4, ip)
 	l := s.tab.Get(key)
+	if x.cached(l) {
+		return
+	}
 	kind := "lease_granted"
 	if l != nil && l.State == lease.Bound {
 		kind = "lease_renewed"
 	}
-	if old := s.tab.Client(lease.ClientKey4(x.n.cfg.Iface, x.mac)); old != nil && old.Addr != ip {
+	if old := s.tab.Client(x.clientKey()); old != nil && old.Addr != ip {
 		// The client moved to another address: free the old one.
 		if old.State == lease.Bound {
 			x.out.Ops = append(x.out.Ops, lease.Del(old))
@@ -216,10 +244,30 @@ func (s *Server) bind(x *exchange, ip netip.Addr) {
 	x.out.Events = append(x.out.Events, Event{Kind: kind, Lease: *l})
 }
 
+// cached reports whether the client's renewal of l is answered from the
+// durable lease without a write (config.Timers.CacheThreshold): same
+// client, nothing recorded with the lease has changed, and the lease was
+// written recently enough.
+func (x *exchange) cached(l *lease.Lease) bool {
+	if l == nil || !x.sameClient(l) || l.MAC != x.mac {
+		return false
+	}
+	if h := x.hostname(); h != "" && h != l.Hostname {
+		return false
+	}
+	if x.info != nil && (string(x.info.CircuitID) != l.CircuitID || string(x.info.RemoteID) != l.RemoteID) {
+		return false
+	}
+	left, ok := lease.Cached(l, time.Duration(x.n.lease)*time.Second, x.c.cache, x.now)
+	if ok {
+		x.lease, x.left = l, left
+	}
+	return ok
+}
+
 func (s *Server) release(x *exchange) {
-	ip := addr4(x.req.ClientIPAddr)
-	l := s.tab.Get(lease.AddrKey(lease.V4, ip))
-	if l == nil || l.MAC != x.mac || l.State != lease.Bound {
+	l := s.tab.Get(lease.AddrKey(lease.V4, x.req.ciaddr))
+	if l == nil || !x.sameClient(l) || l.State != lease.Bound {
 		return
 	}
 	s.drop(l)
@@ -229,9 +277,8 @@ func (s *Server) release(x *exchange) {
 
 // decline quarantines the address the client found in use on the wire.
 func (s *Server) decline(x *exchange) {
-	ip := addr4(x.req.RequestedIPAddress())
-	l := s.tab.Get(lease.AddrKey(lease.V4, ip))
-	if l == nil || l.MAC != x.mac {
+	l := s.tab.Get(lease.AddrKey(lease.V4, x.req.requested))
+	if l == nil || !x.sameClient(l) {
 		return
 	}
 	s.tab.Delete(l)
@@ -241,12 +288,10 @@ func (s *Server) decline(x *exchange) {
 	x.out.Events = append(x.out.Events, Event{Kind: "lease_declined", Lease: *l})
 }
 
-func (s *Server) inform(x *exchange) bool {
-	if addr4(x.req.ClientIPAddr).IsUnspecified() {
-		return false
+func (s *Server) inform(x *exchange) {
+	if x.req.ciaddr.IsValid() {
+		x.typ = msgAck
 	}
-	x.resp = x.reply(dhcpv4.MessageTypeAck)
-	return true
 }
 
 func (s *Server) take(n *network, ip netip.Addr) {
@@ -270,7 +315,7 @@ func (s *Server) drop(l *lease.Lease) {
 }
 
 func (x *exchange) newLease(ip netip.Addr, st lease.State, end time.Time) *lease.Lease {
-	l := &lease.Lease{Kind: lease.V4, Addr: ip, Iface: x.n.cfg.Iface, MAC: x.mac, State: st, Start: x.now, End: end, Hostname: x.hostname()}
+	l := &lease.Lease{Kind: lease.V4, Addr: ip, Iface: x.n.cfg.Iface, MAC: x.mac, ClientID: x.cid, State: st, Start: x.now, End: end, Hostname: x.hostname()}
 	if x.info != nil {
 		l.CircuitID, l.RemoteID = string(x.info.CircuitID), string(x.info.RemoteID)
 	}
@@ -281,15 +326,7 @@ func (x *exchange) hostname() string {
 	if x.host != "" {
 		return x.host
 	}
-	return x.req.HostName()
-}
-
-func addr4(ip net.IP) netip.Addr {
-	a, ok := netip.AddrFromSlice(ip.To4())
-	if !ok || ip.To4() == nil {
-		return netip.Addr{}
-	}
-	return a
+	return string(x.req.hostname)
 }
 
 // Reclaim removes every IPv4 lease whose end has passed: offers quietly,

@@ -70,7 +70,7 @@ func pkt(t *testing.T, typ dhcpv4.MessageType, mac net.HardwareAddr, mods ...dhc
 
 func (f *fixture) do(t *testing.T, req *dhcpv4.DHCPv4) (*dhcpv4.DHCPv4, *Reply) {
 	t.Helper()
-	r := f.s.Handle("v100", req)
+	r := f.s.Handle("v100", req.ToBytes())
 	if r == nil || r.Resp == nil {
 		return nil, r
 	}
@@ -128,7 +128,18 @@ func TestDORA(t *testing.T) {
 		t.Errorf("event %q, want lease_granted", r.Events[0].Kind)
 	}
 
-	f.now = f.now.Add(30 * time.Minute)
+	// Re-requested within a quarter of the lease time: answered from the
+	// durable lease with the time left, without a write.
+	f.now = f.now.Add(5 * time.Minute)
+	ack, r = f.do(t, pkt(t, dhcpv4.MessageTypeRequest, macDyn, sid, reqIP("10.0.0.100")))
+	if ack == nil || ack.MessageType() != dhcpv4.MessageTypeAck || len(r.Ops) != 0 || len(r.Events) != 0 {
+		t.Fatalf("cached REQUEST answered %v with ops %+v events %+v, want an ACK and no write", ack, r.Ops, r.Events)
+	}
+	if got := ack.IPAddressLeaseTime(0); got != 55*time.Minute {
+		t.Errorf("cached ACK lease time %v, want the 55m left", got)
+	}
+
+	f.now = f.now.Add(25 * time.Minute)
 	renew := pkt(t, dhcpv4.MessageTypeRequest, macDyn, dhcpv4.WithClientIP(net.IPv4(10, 0, 0, 100)))
 	ack, r = f.do(t, renew)
 	if ack == nil || ack.MessageType() != dhcpv4.MessageTypeAck || ack.YourIPAddr.String() != "10.0.0.100" {
@@ -314,7 +325,7 @@ func TestRelayedAndInform(t *testing.T) {
 
 func TestUnservedInterface(t *testing.T) {
 	f := newFixture(t, testConfig())
-	if r := f.s.Handle("eth9", pkt(t, dhcpv4.MessageTypeDiscover, macDyn)); r != nil {
+	if r := f.s.Handle("eth9", pkt(t, dhcpv4.MessageTypeDiscover, macDyn).ToBytes()); r != nil {
 		t.Errorf("request on an unserved interface answered %+v", r)
 	}
 }
@@ -360,11 +371,7 @@ func FuzzHandle(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		req, err := dhcpv4.FromBytes(b)
-		if err != nil {
-			return
-		}
-		if rep := s.Handle("v100", req); rep != nil && rep.Resp != nil {
+		if rep := s.Handle("v100", b); rep != nil && rep.Resp != nil {
 			if _, err := dhcpv4.FromBytes(rep.Resp); err != nil {
 				t.Fatalf("answer does not parse: %v", err)
 			}
@@ -375,9 +382,61 @@ func FuzzHandle(f *testing.F) {
 func TestTruncated(t *testing.T) {
 	d, _ := dhcpv4.NewDiscovery(macDyn)
 	b := d.ToBytes()
+	var r request
 	for n := 0; n < len(b); n++ {
-		if _, err := dhcpv4.FromBytes(b[:n]); err == nil && n < 240 {
+		if err := parse(b[:n], &r); err == nil && n < 240 {
 			t.Errorf("a %d-byte packet parsed", n)
 		}
+	}
+	// An option whose length runs past the end is refused, not read short.
+	bad := append(append([]byte(nil), b[:240]...), optHostname, 10, 'a', 'b')
+	if err := parse(bad, &r); err == nil {
+		t.Errorf("an option running past the end parsed")
+	}
+}
+
+// TestWireOptions covers what the hand-written reader must get right that
+// the happy path does not show: options in the file field (option 52),
+// a split option concatenated (RFC 3396), and BOOTP (no option 53) ignored.
+func TestWireOptions(t *testing.T) {
+	d, _ := dhcpv4.New(dhcpv4.WithMessageType(dhcpv4.MessageTypeRequest), dhcpv4.WithHwAddr(macDyn))
+	b := d.ToBytes()
+	// Overload: the requested address moves into the file field.
+	b = append(b[:240], optMsgType, 1, msgRequest, optOverload, 1, 1, optHostname, 3, 'c', 'p', 'e', optHostname, 2, '-', '1', optEnd)
+	copy(b[offFile:], []byte{optRequested, 4, 10, 0, 0, 101, optEnd})
+	var r request
+	if err := parse(b, &r); err != nil {
+		t.Fatal(err)
+	}
+	if r.requested != netip.MustParseAddr("10.0.0.101") || string(r.hostname) != "cpe-1" {
+		t.Errorf("requested %v hostname %q, want 10.0.0.101 from the file field and cpe-1 concatenated", r.requested, r.hostname)
+	}
+	if err := parse(append(b[:240], optHostname, 1, 'x', optEnd), &r); err == nil {
+		t.Errorf("a BOOTP request (no message type) parsed as DHCP")
+	}
+}
+
+// TestClientID: a client that sends option 61 is identified by it (RFC
+// 2131 4.2), so its lease follows the identifier, and it is echoed (RFC
+// 6842).
+func TestClientID(t *testing.T) {
+	f := newFixture(t, testConfig())
+	cid := dhcpv4.WithOption(dhcpv4.OptClientIdentifier([]byte{0xff, 1, 2, 3, 4}))
+	offer, _ := f.do(t, pkt(t, dhcpv4.MessageTypeDiscover, macDyn, cid))
+	if offer == nil || offer.YourIPAddr.String() != "10.0.0.100" {
+		t.Fatalf("DISCOVER with client-id answered %v", offer)
+	}
+	if got := offer.Options.Get(dhcpv4.OptionClientIdentifier); string(got) != string([]byte{0xff, 1, 2, 3, 4}) {
+		t.Errorf("option 61 echoed as %x", got)
+	}
+	ack, r := f.do(t, pkt(t, dhcpv4.MessageTypeRequest, macDyn, cid, sid, reqIP("10.0.0.100")))
+	if ack == nil || ack.MessageType() != dhcpv4.MessageTypeAck || r.Ops[0].Lease.ClientID != "ff01020304" {
+		t.Fatalf("REQUEST with client-id answered %v, ops %+v", ack, r.Ops)
+	}
+	// The same MAC without the identifier is another client: the address
+	// is not its to take.
+	nak, _ := f.do(t, pkt(t, dhcpv4.MessageTypeRequest, macDyn, reqIP("10.0.0.100")))
+	if nak == nil || nak.MessageType() != dhcpv4.MessageTypeNak {
+		t.Errorf("the MAC without its client-id got %v, want NAK", nak)
 	}
 }

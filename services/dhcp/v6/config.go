@@ -59,6 +59,7 @@ type compiled struct {
 	domains   []string
 	quarant   time.Duration
 	offerHold time.Duration
+	cache     float64 // lease cache threshold, see config.Timers
 }
 
 // Server answers DHCPv6 on every served IPv6 network.
@@ -112,6 +113,7 @@ func (s *Server) reconfigureLocked(cfg config.Config) {
 		hostByMAC: map[string]string{}, pinned: map[string]netip.Prefix{}, pinnedSet: map[netip.Prefix]bool{},
 		pdPool: cfg.PD.Pool, pdLen: cfg.PD.Len, valid: cfg.Lifetimes6.Valid, preferred: cfg.Lifetimes6.Preferred,
 		quarant: cfg.Timers.Quarantine, offerHold: cfg.Timers.OfferHold,
+		cache: cfg.Timers.CacheThreshold,
 	}
 	if cfg.DNS.Domain != "" {
 		c.domains = []string{cfg.DNS.Domain}

@@ -167,35 +167,30 @@ func newReply(msg *dhcpv6.Message) (*dhcpv6.Message, error) {
 	return r, nil
 }
 
-func (x *exchange) lifetimes() (t1, t2 time.Duration) {
-	return x.c.preferred / 2, x.c.preferred * 4 / 5
-}
-
 // assign answers every IA_NA and IA_PD of a SOLICIT, REQUEST, RENEW or REBIND.
 func (s *Server) assign(x *exchange, resp *dhcpv6.Message) {
-	t1, t2 := x.lifetimes()
 	for _, ia := range x.msg.Options.IANA() {
-		out := &dhcpv6.OptIANA{IaId: ia.IaId, T1: t1, T2: t2}
 		iaid := binary.BigEndian.Uint32(ia.IaId[:])
 		var hint netip.Addr
 		if a := ia.Options.OneAddress(); a != nil {
 			hint, _ = netip.AddrFromSlice(a.IPv6Addr)
 		}
-		if a, ok := s.address(x, iaid, hint); ok {
-			out.Options.Add(&dhcpv6.OptIAAddress{IPv6Addr: a.AsSlice(), PreferredLifetime: x.c.preferred, ValidLifetime: x.c.valid})
+		out := &dhcpv6.OptIANA{IaId: ia.IaId}
+		if a, left, ok := s.address(x, iaid, hint); ok {
+			pref, valid := x.lifetimes(left)
+			out.T1, out.T2 = pref/2, pref*4/5
+			out.Options.Add(&dhcpv6.OptIAAddress{IPv6Addr: a.AsSlice(), PreferredLifetime: pref, ValidLifetime: valid})
 			if hint.IsValid() && hint != a && x.msg.MessageType != dhcpv6.MessageTypeSolicit {
 				// RFC 8415 18.3.4: an address the client may no longer use
 				// comes back with zero lifetimes.
 				out.Options.Add(&dhcpv6.OptIAAddress{IPv6Addr: hint.AsSlice()})
 			}
 		} else {
-			out.T1, out.T2 = 0, 0
 			out.Options.Add(&dhcpv6.OptStatusCode{StatusCode: iana.StatusNoAddrsAvail, StatusMessage: "no addresses available"})
 		}
 		resp.AddOption(out)
 	}
 	for _, ia := range x.msg.Options.IAPD() {
-		out := &dhcpv6.OptIAPD{IaId: ia.IaId, T1: t1, T2: t2}
 		iaid := binary.BigEndian.Uint32(ia.IaId[:])
 		var hint netip.Prefix
 		if ps := ia.Options.Prefixes(); len(ps) > 0 && ps[0].Prefix != nil {
@@ -203,19 +198,31 @@ func (s *Server) assign(x *exchange, resp *dhcpv6.Message) {
 			ones, _ := ps[0].Prefix.Mask.Size()
 			hint = netip.PrefixFrom(a.Unmap(), ones)
 		}
-		if p, ok := s.prefix(x, iaid, hint); ok {
-			out.Options.Add(&dhcpv6.OptIAPrefix{PreferredLifetime: x.c.preferred, ValidLifetime: x.c.valid,
+		out := &dhcpv6.OptIAPD{IaId: ia.IaId}
+		if p, left, ok := s.prefix(x, iaid, hint); ok {
+			pref, valid := x.lifetimes(left)
+			out.T1, out.T2 = pref/2, pref*4/5
+			out.Options.Add(&dhcpv6.OptIAPrefix{PreferredLifetime: pref, ValidLifetime: valid,
 				Prefix: &net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), 128)}})
 		} else {
-			out.T1, out.T2 = 0, 0
 			out.Options.Add(&dhcpv6.OptStatusCode{StatusCode: iana.StatusNoPrefixAvail, StatusMessage: "no prefixes available"})
 		}
 		resp.AddOption(out)
 	}
 }
 
+// lifetimes are the preferred and valid lifetimes to give: the configured
+// ones, or, for a lease answered from the cache with left to run, what is
+// left of each.
+func (x *exchange) lifetimes(left time.Duration) (pref, valid time.Duration) {
+	if left <= 0 {
+		return x.c.preferred, x.c.valid
+	}
+	return max(0, x.c.preferred-(x.c.valid-left)), left
+}
+
 // address picks and (when committing) binds the IA_NA address of one IA.
-func (s *Server) address(x *exchange, iaid uint32, hint netip.Addr) (netip.Addr, bool) {
+func (s *Server) address(x *exchange, iaid uint32, hint netip.Addr) (netip.Addr, time.Duration, bool) {
 	ck := lease.ClientKey6(lease.NA, x.n.cfg.Iface, x.duid, iaid)
 	cur := s.tab.Client(ck)
 	var a netip.Addr
@@ -223,7 +230,7 @@ func (s *Server) address(x *exchange, iaid uint32, hint netip.Addr) (netip.Addr,
 	switch {
 	case hasFixed && x.n.cfg.Prefix.Contains(fixed):
 		if l := s.tab.Get(lease.AddrKey(lease.NA, fixed)); l != nil && l.ClientKey() != ck {
-			return netip.Addr{}, false
+			return netip.Addr{}, 0, false
 		}
 		a = fixed
 	case cur != nil && cur.State != lease.Declined && x.n.pool.Contains(cur.Addr):
@@ -234,21 +241,20 @@ func (s *Server) address(x *exchange, iaid uint32, hint netip.Addr) (netip.Addr,
 	default:
 		i, ok := x.n.pool.Alloc()
 		if !ok {
-			return netip.Addr{}, false
+			return netip.Addr{}, 0, false
 		}
 		a = x.n.pool.Addr(i)
 	}
 	l := &lease.Lease{Kind: lease.NA, Addr: a, Iface: x.n.cfg.Iface, DUID: x.duid, IAID: iaid, MAC: x.mac,
 		Hostname: x.c.hostByMAC[x.mac], Via: x.via}
-	s.record(x, cur, l)
-	return a, true
+	return a, s.record(x, cur, l), true
 }
 
 // prefix picks and (when committing) binds the delegated prefix of one IA_PD.
-func (s *Server) prefix(x *exchange, iaid uint32, hint netip.Prefix) (netip.Prefix, bool) {
+func (s *Server) prefix(x *exchange, iaid uint32, hint netip.Prefix) (netip.Prefix, time.Duration, bool) {
 	c := x.c
 	if !c.pdPool.IsValid() {
-		return netip.Prefix{}, false
+		return netip.Prefix{}, 0, false
 	}
 	ck := lease.ClientKey6(lease.PD, x.n.cfg.Iface, x.duid, iaid)
 	cur := s.tab.Client(ck)
@@ -262,7 +268,7 @@ func (s *Server) prefix(x *exchange, iaid uint32, hint netip.Prefix) (netip.Pref
 	}
 	if pin, ok := c.pinned[x.mac]; ok {
 		if l := s.tab.Get(lease.PrefixKey(pin)); l != nil && l.ClientKey() != ck {
-			return netip.Prefix{}, false
+			return netip.Prefix{}, 0, false
 		}
 		p = pin
 	} else if cur != nil && cur.State != lease.Declined {
@@ -272,22 +278,27 @@ func (s *Server) prefix(x *exchange, iaid uint32, hint netip.Prefix) (netip.Pref
 	} else if x.n.slice != nil {
 		i, ok := x.n.slice.Alloc()
 		if !ok {
-			return netip.Prefix{}, false
+			return netip.Prefix{}, 0, false
 		}
 		p = config.PrefixAt(c.pdPool, c.pdLen, x.n.first+i)
 	} else {
-		return netip.Prefix{}, false
+		return netip.Prefix{}, 0, false
 	}
 	l := &lease.Lease{Kind: lease.PD, Addr: p.Addr(), PrefixLen: p.Bits(), Iface: x.n.cfg.Iface, DUID: x.duid, IAID: iaid,
 		MAC: x.mac, Hostname: c.hostByMAC[x.mac], Via: x.via}
-	s.record(x, cur, l)
-	return p, true
+	return p, s.record(x, cur, l), true
 }
 
 // record stores l as offered or bound, replacing the client's previous
-// binding of that IA when the address moved.
-func (s *Server) record(x *exchange, cur, l *lease.Lease) {
+// binding of that IA when the address moved. It returns the lifetime left
+// when a renewal is answered from the cache (no write), else 0.
+func (s *Server) record(x *exchange, cur, l *lease.Lease) time.Duration {
 	existing := s.tab.Get(l.Key())
+	if x.commit && existing != nil && existing == cur && existing.Via == l.Via && existing.Hostname == l.Hostname && existing.MAC == l.MAC {
+		if left, ok := lease.Cached(existing, x.c.valid, x.c.cache, x.now); ok {
+			return left
+		}
+	}
 	if cur != nil && cur.Key() != l.Key() {
 		s.drop(cur)
 		if cur.State == lease.Bound && x.commit {
@@ -302,7 +313,7 @@ func (s *Server) record(x *exchange, cur, l *lease.Lease) {
 			l.State, l.Start, l.End = lease.Offered, x.now, x.now.Add(x.c.offerHold)
 			s.tab.Put(l)
 		}
-		return
+		return 0
 	}
 	kind := "lease_granted"
 	l.Start = x.now
@@ -320,6 +331,7 @@ func (s *Server) record(x *exchange, cur, l *lease.Lease) {
 	if l.Kind == lease.PD && l.Via.IsValid() {
 		x.out.RouteAdd = append(x.out.RouteAdd, route.Want{Prefix: l.Prefix(), Via: l.Via, Iface: l.Iface})
 	}
+	return 0
 }
 
 func (s *Server) drop(l *lease.Lease) {

@@ -150,8 +150,21 @@ func TestSARR(t *testing.T) {
 		t.Errorf("REQUEST for another server answered")
 	}
 
-	f.now = f.now.Add(200 * time.Second)
+	// A renewal soon after the write is answered from the cache (valid
+	// 600 s, threshold 0.25: under 150 s old): what is left, no write.
+	f.now = f.now.Add(100 * time.Second)
+	rep, r = f.do(t, msg(t, dhcpv6.MessageTypeRenew, macDyn, withSID, iana1("2001:db8:1::1000"), iapd1))
+	if rep == nil || addrOf(rep) != "2001:db8:1::1000" || prefixOf(rep) != "2001:db8:a000:400::/56" || len(r.Ops) != 0 || len(r.Events) != 0 || len(r.RouteAdd) != 0 {
+		t.Fatalf("cached RENEW answered %v with %d ops %d events", rep, len(r.Ops), len(r.Events))
+	}
+	a := rep.Options.OneIANA().Options.OneAddress()
+	pd := rep.Options.OneIAPD().Options.Prefixes()[0]
+	if a.ValidLifetime != 500*time.Second || a.PreferredLifetime != 200*time.Second || pd.ValidLifetime != 500*time.Second {
+		t.Errorf("cached RENEW lifetimes valid %v preferred %v (pd valid %v), want what is left: 500s 200s", a.ValidLifetime, a.PreferredLifetime, pd.ValidLifetime)
+	}
+
 	for _, typ := range []dhcpv6.MessageType{dhcpv6.MessageTypeRenew, dhcpv6.MessageTypeRebind} {
+		f.now = f.now.Add(200 * time.Second) // past the cache threshold: a write
 		mods := []dhcpv6.Modifier{iana1("2001:db8:1::1000"), iapd1}
 		if typ == dhcpv6.MessageTypeRenew {
 			mods = append(mods, withSID)
