@@ -86,10 +86,9 @@ type Engine struct {
 
 type listener struct {
 	key, iface string
-	conn       *net.UDPConn
+	sock       *udpSock
 	ra         *ra.Advertiser
 	stop       context.CancelFunc
-	bc         batchConn
 	log        *slog.Logger
 	paced      chan outMsg
 }
