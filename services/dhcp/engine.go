@@ -95,7 +95,7 @@ type listener struct {
 
 type outMsg struct {
 	b   []byte
-	dst *net.UDPAddr
+	dst netip.AddrPort
 }
 
 // New validates cfg and builds an engine; nothing is opened until Run.

@@ -10,6 +10,7 @@ import (
 
 	"routerd.dev/services/dhcp/config"
 	"routerd.dev/services/dhcp/ra"
+	"routerd.dev/services/dhcp/v4"
 )
 
 // reconcileListeners opens a listener for every served interface that has
@@ -117,7 +118,7 @@ type outBatch struct {
 	n int
 }
 
-func (o *outBatch) add(l *listener, b []byte, dst *net.UDPAddr) {
+func (o *outBatch) add(l *listener, b []byte, dst netip.AddrPort) {
 	if o.n == len(o.r.h) {
 		o.flush(l)
 	}
@@ -156,7 +157,7 @@ func (l *listener) pace(ctx context.Context) {
 }
 
 // queue hands a committed answer to the pacer.
-func (l *listener) queue(b []byte, dst *net.UDPAddr) {
+func (l *listener) queue(b []byte, dst netip.AddrPort) {
 	select {
 	case l.paced <- outMsg{b, dst}:
 	default:
@@ -164,28 +165,41 @@ func (l *listener) queue(b []byte, dst *net.UDPAddr) {
 	}
 }
 
-func (l *listener) send(b []byte, dst *net.UDPAddr) {
+func (l *listener) send(b []byte, dst netip.AddrPort) {
 	if err := l.sock.sendTo(b, dst); err != nil {
 		l.log.Debug("send answer", "iface", l.iface, "dst", dst, "err", err)
 	}
 }
 
-// serve4 is the receive loop of one interface's DHCPv4 socket.
+// serve4 is the receive loop of one interface's DHCPv4 socket. Each slot
+// of a receive batch has its own Reply, whose buffers are reused batch
+// after batch: an answer from memory allocates almost nothing. A Reply that
+// waits for a group commit is handed over whole and its slot given a new one.
 func (e *Engine) serve4(l *listener) {
+	reps := make([]*v4.Reply, batch)
+	for i := range reps {
+		reps[i] = new(v4.Reply)
+	}
+	slot := 0
 	l.receive(4096, func(b []byte, _ netip.AddrPort, out *outBatch) {
-		rep := e.v4.Handle(l.iface, b)
-		if rep == nil {
+		if out.n == 0 {
+			slot = 0
+		}
+		rep := reps[slot]
+		if !e.v4.HandleInto(l.iface, b, rep) {
 			return
 		}
 		if len(rep.Ops) == 0 {
-			if rep.Resp != nil {
+			if len(rep.Resp) > 0 {
 				out.add(l, rep.Resp, rep.Dst)
+				slot++
 			}
 			e.publish(rep.Events)
 			return
 		}
+		reps[slot] = new(v4.Reply)
 		e.commitThen(rep.Ops, func() {
-			if rep.Resp != nil {
+			if len(rep.Resp) > 0 {
 				l.queue(rep.Resp, rep.Dst)
 			}
 			e.publish(rep.Events)
@@ -204,8 +218,9 @@ func (e *Engine) serve6(l *listener) {
 		if rep == nil {
 			return
 		}
+		dst := rep.Dst.AddrPort()
 		if len(rep.Ops) == 0 && len(rep.RouteAdd) == 0 && len(rep.RouteDel) == 0 {
-			out.add(l, rep.Resp, rep.Dst)
+			out.add(l, rep.Resp, dst)
 			e.publish(rep.Events)
 			return
 		}
@@ -220,7 +235,7 @@ func (e *Engine) serve6(l *listener) {
 					e.log.Warn("install delegated route", "route", w.String(), "err", err)
 				}
 			}
-			l.queue(rep.Resp, rep.Dst)
+			l.queue(rep.Resp, dst)
 			e.publish(rep.Events)
 		})
 	})

@@ -187,18 +187,16 @@ func (r *ring) source(i int) netip.AddrPort {
 }
 
 // setDest writes dst into address slot i and returns the address length.
-func (s *udpSock) setDest(r *ring, i int, dst *net.UDPAddr) uint32 {
+func (s *udpSock) setDest(r *ring, i int, dst netip.AddrPort) uint32 {
 	a := &r.addr[i]
-	port := uint16(dst.Port)
+	port := dst.Port()
 	if !s.v6 {
 		a4 := (*unix.RawSockaddrInet4)(unsafe.Pointer(a))
-		*a4 = unix.RawSockaddrInet4{Family: unix.AF_INET, Port: port>>8 | port<<8}
-		copy(a4.Addr[:], dst.IP.To4())
+		*a4 = unix.RawSockaddrInet4{Family: unix.AF_INET, Port: port>>8 | port<<8, Addr: dst.Addr().Unmap().As4()}
 		return unix.SizeofSockaddrInet4
 	}
-	*a = unix.RawSockaddrInet6{Family: unix.AF_INET6, Port: port>>8 | port<<8}
-	copy(a.Addr[:], dst.IP.To16())
-	if dst.IP.IsLinkLocalUnicast() || dst.IP.IsLinkLocalMulticast() {
+	*a = unix.RawSockaddrInet6{Family: unix.AF_INET6, Port: port>>8 | port<<8, Addr: dst.Addr().As16()}
+	if ip := dst.Addr(); ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() {
 		a.Scope_id = s.ifindex
 	}
 	return unix.SizeofSockaddrInet6
@@ -226,7 +224,7 @@ func (s *udpSock) sendAll(r *ring, n int) error {
 }
 
 // sendTo sends one datagram (answers released by a group commit).
-func (s *udpSock) sendTo(b []byte, dst *net.UDPAddr) error {
+func (s *udpSock) sendTo(b []byte, dst netip.AddrPort) error {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if s.dead {
@@ -234,13 +232,10 @@ func (s *udpSock) sendTo(b []byte, dst *net.UDPAddr) error {
 	}
 	var sa unix.Sockaddr
 	if !s.v6 {
-		a := &unix.SockaddrInet4{Port: dst.Port}
-		copy(a.Addr[:], dst.IP.To4())
-		sa = a
+		sa = &unix.SockaddrInet4{Port: int(dst.Port()), Addr: dst.Addr().Unmap().As4()}
 	} else {
-		a := &unix.SockaddrInet6{Port: dst.Port}
-		copy(a.Addr[:], dst.IP.To16())
-		if dst.IP.IsLinkLocalUnicast() || dst.IP.IsLinkLocalMulticast() {
+		a := &unix.SockaddrInet6{Port: int(dst.Port()), Addr: dst.Addr().As16()}
+		if ip := dst.Addr(); ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() {
 			a.ZoneId = s.ifindex
 		}
 		sa = a

@@ -26,10 +26,14 @@ type Event = lease.Event
 // Reply is what Handle decided: an answer to send (may be nil), where to,
 // and the writes and events that go with it.
 type Reply struct {
-	Resp   []byte
-	Dst    *net.UDPAddr
+	Resp   []byte // nil or empty: nothing to send
+	Dst    netip.AddrPort
 	Ops    []lease.Op
 	Events []Event
+}
+
+func (r *Reply) reset() {
+	r.Resp, r.Dst, r.Ops, r.Events = r.Resp[:0], netip.AddrPort{}, r.Ops[:0], r.Events[:0]
 }
 
 // network is one served IPv4 network, compiled.

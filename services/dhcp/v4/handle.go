@@ -21,7 +21,7 @@ type exchange struct {
 	fixed  netip.Addr // the only address this client may have, when set
 	host   string     // hostname to send (reservations and services)
 	now    time.Time
-	out    Reply
+	out    *Reply
 	typ    byte          // message type of the answer; 0 is none
 	yiaddr netip.Addr    // address given to the client
 	nakMsg string        // option 56 of a NAK
@@ -33,19 +33,36 @@ type exchange struct {
 // when the request is to be ignored (not for us, malformed, nothing to
 // offer). b is only read during the call.
 func (s *Server) Handle(iface string, b []byte) *Reply {
-	x := &exchange{raw: b}
-	if parse(b, &x.req) != nil {
+	rep := new(Reply)
+	if !s.HandleInto(iface, b, rep) {
 		return nil
 	}
+	return rep
+}
+
+// HandleInto is Handle writing into rep, whose buffers it reuses (the
+// receive loop keeps one Reply per batch slot, so answering allocates
+// almost nothing); it reports whether there is anything to send, write or
+// publish.
+func (s *Server) HandleInto(iface string, b []byte, rep *Reply) bool {
+	rep.reset()
+	x := exchange{raw: b, out: rep}
+	if parse(b, &x.req) != nil {
+		return false
+	}
+	return s.handle(iface, &x)
+}
+
+func (s *Server) handle(iface string, x *exchange) bool {
 	req := &x.req
 	if req.op != 1 || req.htype != 1 || req.hlen != 6 {
-		return nil
+		return false
 	}
 	s.tab.Lock()
 	defer s.tab.Unlock()
 	x.c, x.now = s.cur, s.now()
 	if x.n = x.c.selectNetwork(iface, req.giaddr); x.n == nil {
-		return nil
+		return false
 	}
 	x.mac = macString(req.chaddr)
 	if len(req.clientID) > 0 {
@@ -55,7 +72,7 @@ func (s *Server) Handle(iface string, b []byte) *Reply {
 		in, err := opt82.Parse(raw)
 		if err != nil {
 			s.log.Debug("dropping request with malformed option 82", "mac", x.mac, "err", err)
-			return nil
+			return false
 		}
 		x.info = &in
 	}
@@ -73,14 +90,11 @@ func (s *Server) Handle(iface string, b []byte) *Reply {
 		s.inform(x)
 	}
 	if x.typ == 0 {
-		if len(x.out.Ops) > 0 || len(x.out.Events) > 0 {
-			return &x.out
-		}
-		return nil
+		return len(x.out.Ops) > 0 || len(x.out.Events) > 0
 	}
-	x.out.Resp = x.encode()
+	x.out.Resp = x.encode(x.out.Resp[:0])
 	x.out.Dst = x.destination()
-	return &x.out
+	return true
 }
 
 // macString is the stored form of a MAC: upper-case hex with colons.

@@ -1,7 +1,7 @@
 package v4
 
 import (
-	"net"
+	"net/netip"
 	"time"
 )
 
@@ -9,8 +9,8 @@ import (
 // table 3; options: the message type and server identifier first, the
 // configuration and lease times on OFFER and ACK, option 61 echoed (RFC
 // 6842) and option 82 echoed last and unchanged (RFC 3046 2.2).
-func (x *exchange) encode() []byte {
-	a := newAnswer(&x.req, x.raw, x.typ)
+func (x *exchange) encode(buf []byte) []byte {
+	a := newAnswer(buf, &x.req, x.raw, x.typ)
 	n := x.n
 	a.optAddrs(optServerID, n.cfg.Gateway)
 	switch {
@@ -59,13 +59,15 @@ func (x *exchange) encode() []byte {
 // client's address when it has one; otherwise broadcast on the interface
 // (the client has no address yet, and broadcasting avoids writing its MAC
 // into the ARP table by hand).
-func (x *exchange) destination() *net.UDPAddr {
+func (x *exchange) destination() netip.AddrPort {
 	req := &x.req
 	if req.giaddr.IsValid() {
-		return &net.UDPAddr{IP: req.giaddr.AsSlice(), Port: 67}
+		return netip.AddrPortFrom(req.giaddr, 67)
 	}
 	if x.typ != msgNak && req.ciaddr.IsValid() {
-		return &net.UDPAddr{IP: req.ciaddr.AsSlice(), Port: 68}
+		return netip.AddrPortFrom(req.ciaddr, 68)
 	}
-	return &net.UDPAddr{IP: net.IPv4bcast, Port: 68}
+	return netip.AddrPortFrom(bcast, 68)
 }
+
+var bcast = netip.AddrFrom4([4]byte{255, 255, 255, 255})

@@ -21,7 +21,10 @@ const (
 	offFile   = 108
 )
 
-var magic = [4]byte{99, 130, 83, 99}
+var (
+	magic      = [4]byte{99, 130, 83, 99}
+	zeroHeader [hdrLen + 4]byte
+)
 
 // Option codes the server reads or writes.
 const (
@@ -178,8 +181,11 @@ type answer struct{ b []byte }
 
 // newAnswer starts a BOOTREPLY to req of message type t. RFC 2131 table 3:
 // xid, flags, giaddr and chaddr are copied from the request.
-func newAnswer(req *request, raw []byte, t byte) answer {
-	b := make([]byte, hdrLen+4, 384)
+func newAnswer(buf []byte, req *request, raw []byte, t byte) answer {
+	if cap(buf) < 576 {
+		buf = make([]byte, 0, 576) // the minimum every host must accept
+	}
+	b := append(buf[:0], zeroHeader[:]...)
 	b[0], b[1], b[2] = 2, req.htype, req.hlen
 	copy(b[4:8], req.xid[:])
 	binary.BigEndian.PutUint16(b[10:12], req.flags)
