@@ -80,16 +80,11 @@ func (s *Service) Run(ctx context.Context) error {
 		s.pub.Publish(event.RouteRestore, nil, map[string]any{"restored": n, "problems": problems})
 	}
 
-	svc, err := bus.Serve(s.deps.NC, bus.ServiceConfig{
+	return bus.Run(ctx, s.deps.NC, bus.ServiceConfig{
 		Name: Name, Version: "1.0.0", Description: "router network configuration: routes, interfaces",
 		Log:       s.deps.Log,
 		Endpoints: s.Endpoints(),
 	})
-	if err != nil {
-		return err
-	}
-	<-ctx.Done()
-	return svc.Stop()
 }
 
 // lockName scopes the lock to the namespace, so the lab's namespace and

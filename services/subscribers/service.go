@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/micro"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	pb "routerd.dev/proto/bus"
@@ -50,19 +49,12 @@ func New(d Deps) *Service {
 
 // Run serves until ctx ends.
 func (s *Service) Run(ctx context.Context) error {
-	svc, err := bus.Serve(s.deps.NC, bus.ServiceConfig{
+	return bus.Run(ctx, s.deps.NC, bus.ServiceConfig{
 		Name: Name, Version: "1.0.0", Description: "MAC clients, plans and fibre services",
 		Log:       s.deps.Log,
 		Endpoints: s.Endpoints(),
 	})
-	if err != nil {
-		return err
-	}
-	<-ctx.Done()
-	return stop(svc)
 }
-
-func stop(svc micro.Service) error { return svc.Stop() }
 
 func (s *Service) listPlans(ctx context.Context, req *pb.Request) (int, any, error) {
 	plans, err := s.plans.List(ctx)

@@ -51,16 +51,11 @@ func New(d Deps) *Service {
 
 // Run serves until ctx ends.
 func (s *Service) Run(ctx context.Context) error {
-	svc, err := bus.Serve(s.deps.NC, bus.ServiceConfig{
+	return bus.Run(ctx, s.deps.NC, bus.ServiceConfig{
 		Name: Name, Version: "1.0.0", Description: "status, health and configuration versions",
 		Log:       s.deps.Log,
 		Endpoints: s.Endpoints(),
 	})
-	if err != nil {
-		return err
-	}
-	<-ctx.Done()
-	return svc.Stop()
 }
 
 // Status is the status record of Document 1.

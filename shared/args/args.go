@@ -106,6 +106,3 @@ func (a Args) Decode(v any) error {
 	}
 	return nil
 }
-
-// Err is a helper for required fields.
-func Required(name string) error { return apierr.Invalid(name, "%s is required", name) }

@@ -2,6 +2,7 @@ package bus
 
 import (
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -29,10 +30,21 @@ func NewPublisher(nc *nats.Conn, service string, log *slog.Logger) *Publisher {
 	return &Publisher{nc: nc, service: service, log: log, now: time.Now}
 }
 
-// Publish sends an event of kind; req (may be nil) says who caused it.
+// Publish sends an event of kind; req (may be nil) says who caused it. A
+// failure is logged, not returned: an event never fails the change it reports.
 func (p *Publisher) Publish(kind string, req *pb.Request, data any) {
+	if err := p.Send(kind, req, data); err != nil {
+		p.log.Warn("event not published", "kind", kind, "err", err)
+	}
+}
+
+// Send is Publish returning the failure instead of logging it, for
+// publishers that count failures and report them in bulk (the DHCP engine
+// publishes thousands of events a second; one log line each would drown
+// the log while the bus is away).
+func (p *Publisher) Send(kind string, req *pb.Request, data any) error {
 	if p == nil || p.nc == nil {
-		return
+		return nil
 	}
 	ev := event.Event{Time: p.now().UTC(), Service: p.service, Kind: kind}
 	if req != nil {
@@ -41,13 +53,10 @@ func (p *Publisher) Publish(kind string, req *pb.Request, data any) {
 	if data != nil {
 		raw, err := json.Marshal(data)
 		if err != nil {
-			p.log.Warn("event not encodable", "kind", kind, "err", err)
-			return
+			return fmt.Errorf("event %s not encodable: %w", kind, err)
 		}
 		ev.Data = raw
 	}
 	raw, _ := json.Marshal(&ev)
-	if err := p.nc.Publish(event.Subject(p.service, kind), raw); err != nil {
-		p.log.Warn("event not published", "kind", kind, "err", err)
-	}
+	return p.nc.Publish(event.Subject(p.service, kind), raw)
 }

@@ -97,11 +97,24 @@ func handle(r micro.Request, subject string, h Handler, log *slog.Logger) {
 		respond(r, ae, nil)
 		return
 	}
-	if req.Method != http.MethodGet || req.Action != "" && !strings.HasSuffix(subject, ".list") && !strings.HasSuffix(subject, ".get") {
+	// The action form carries the REST method of its operation, so the
+	// method alone says whether this was a change.
+	if req.Method != http.MethodGet {
 		log.Info("change", "subject", subject, "request_id", req.RequestID,
 			"caller", req.Caller, "by", req.By, "status", status)
 	}
 	respond(r, nil, &reply{status, body})
+}
+
+// Run declares the service (Serve), serves until ctx ends, then stops it:
+// the whole life of a service's bus side, so a service's Run is one call.
+func Run(ctx context.Context, nc *nats.Conn, cfg ServiceConfig) error {
+	svc, err := Serve(nc, cfg)
+	if err != nil {
+		return err
+	}
+	<-ctx.Done()
+	return svc.Stop()
 }
 
 type reply struct {

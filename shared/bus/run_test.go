@@ -1,0 +1,108 @@
+package bus_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	pb "routerd.dev/proto/bus"
+	"routerd.dev/proto/event"
+	"routerd.dev/shared/apierr"
+	"routerd.dev/shared/bus"
+)
+
+func embedded(t *testing.T) *nats.Conn {
+	t.Helper()
+	srv, err := bus.StartEmbedded(bus.EmbedConfig{StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Shutdown)
+	nc, err := bus.Connect("test", "", srv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
+}
+
+// Run serves the endpoints until its context ends and then takes the
+// service off the bus: a caller gets the 503 of a subject nobody serves.
+func TestRunServesUntilContextEnds(t *testing.T) {
+	nc := embedded(t)
+	const subject = "router.test.things.get"
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- bus.Run(ctx, nc, bus.ServiceConfig{Name: "test", Version: "1.0.0", Endpoints: []bus.Endpoint{{
+			Subject: subject,
+			Handler: func(context.Context, *pb.Request) (int, any, error) {
+				return http.StatusOK, map[string]int{"n": 1}, nil
+			},
+		}}})
+	}()
+	var got struct{ N int }
+	var err error
+	for i := 0; i < 200; i++ {
+		if err = bus.CallJSON(context.Background(), nc, subject, &pb.Request{Method: http.MethodGet}, &got); err == nil {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err != nil || got.N != 1 {
+		t.Fatalf("call while running: %v, %+v", err, got)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run returned %v, want nil", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return after its context ended")
+	}
+	_, err = bus.Call(context.Background(), nc, subject, &pb.Request{Method: http.MethodGet})
+	if ae := apierr.From(err); err == nil || ae.Status != http.StatusServiceUnavailable {
+		t.Fatalf("call after Run returned: %v, want a 503", err)
+	}
+}
+
+// Send returns what Publish would log: a payload that cannot be encoded,
+// or a connection that is gone.
+func TestSendReportsFailures(t *testing.T) {
+	nc := embedded(t)
+	sub, err := nc.SubscribeSync(event.Subject("test", ">"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := bus.NewPublisher(nc, "test", nil)
+	if err := p.Send("thing.done", &pb.Request{Caller: "192.0.2.1", By: "noc"}, map[string]int{"n": 1}); err != nil {
+		t.Fatal(err)
+	}
+	msg, err := sub.NextMsg(5 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ev event.Event
+	if err := json.Unmarshal(msg.Data, &ev); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := msg.Subject, "router.events.test.thing.done"; got != want {
+		t.Errorf("subject %q, want %q", got, want)
+	}
+	if ev.Kind != "thing.done" || ev.By != "noc" || string(ev.Data) != `{"n":1}` {
+		t.Errorf("event %+v", ev)
+	}
+	if err := p.Send("thing.bad", nil, func() {}); err == nil {
+		t.Error("Send of an unencodable payload: want an error")
+	}
+	nc.Close()
+	if err := p.Send("thing.done", nil, nil); !errors.Is(err, nats.ErrConnectionClosed) {
+		t.Errorf("Send on a closed connection: %v, want ErrConnectionClosed", err)
+	}
+}
