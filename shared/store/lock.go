@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
@@ -20,12 +21,15 @@ type Lock struct {
 	mutex   *concurrency.Mutex
 }
 
+// LockTTL is how long a claim outlives a holder that died (or lost etcd).
+const LockTTL = 10 * time.Second
+
 // TryLock claims /router/locks/<name> or returns ErrHeld at once. The claim
-// lapses 10 s after the holder dies.
+// lapses LockTTL after the holder dies.
 func TryLock(ctx context.Context, cli *clientv3.Client, name string) (*Lock, error) {
-	s, err := concurrency.NewSession(cli, concurrency.WithTTL(10), concurrency.WithContext(context.WithoutCancel(ctx)))
+	s, err := newSession(ctx, cli)
 	if err != nil {
-		return nil, fmt.Errorf("store: lock session: %w", err)
+		return nil, err
 	}
 	m := concurrency.NewMutex(s, Root+"locks/"+name)
 	if err := m.TryLock(ctx); err != nil {
@@ -37,6 +41,39 @@ func TryLock(ctx context.Context, cli *clientv3.Client, name string) (*Lock, err
 	}
 	return &Lock{session: s, mutex: m}, nil
 }
+
+// Acquire claims /router/locks/<name>, waiting while another process holds
+// it: a standby replica returns from here when the holder releases the claim
+// or dies (LockTTL later). It returns ctx's error when ctx ends first.
+func Acquire(ctx context.Context, cli *clientv3.Client, name string) (*Lock, error) {
+	s, err := newSession(ctx, cli)
+	if err != nil {
+		return nil, err
+	}
+	m := concurrency.NewMutex(s, Root+"locks/"+name)
+	if err := m.Lock(ctx); err != nil {
+		s.Close()
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, fmt.Errorf("store: lock %s: %w", name, err)
+	}
+	return &Lock{session: s, mutex: m}, nil
+}
+
+func newSession(ctx context.Context, cli *clientv3.Client) (*concurrency.Session, error) {
+	s, err := concurrency.NewSession(cli, concurrency.WithTTL(int(LockTTL/time.Second)), concurrency.WithContext(context.WithoutCancel(ctx)))
+	if err != nil {
+		return nil, fmt.Errorf("store: lock session: %w", err)
+	}
+	return s, nil
+}
+
+// Lost is closed when the claim has lapsed while held: etcd stopped
+// answering the keep-alives for LockTTL (so another replica may hold it
+// now), or the claim was revoked. A holder stops touching what the lock
+// guards when it fires. Unlock closes it too.
+func (l *Lock) Lost() <-chan struct{} { return l.session.Done() }
 
 // Unlock releases the claim.
 func (l *Lock) Unlock(ctx context.Context) error {
