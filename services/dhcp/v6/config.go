@@ -42,6 +42,8 @@ type network struct {
 	slice *pool.Bitmap // PD slice, nil when the interface has none
 	first uint64       // index of the slice's first prefix in the PD pool
 	dns   []net.IP
+	// dnsTLV is option 23 with dns, as written on every answer.
+	dnsTLV []byte
 }
 
 type compiled struct {
@@ -60,6 +62,7 @@ type compiled struct {
 	quarant   time.Duration
 	offerHold time.Duration
 	cache     float64 // lease cache threshold, see config.Timers
+	domainTLV []byte  // option 24, as written on every answer
 }
 
 // Server answers DHCPv6 on every served IPv6 network.
@@ -68,6 +71,8 @@ type Server struct {
 	now      func() time.Time
 	log      *slog.Logger
 	serverID dhcpv6.DUID
+	sidBytes []byte    // serverID as on the wire
+	sidTLV   []byte    // option 2 carrying it
 	cur      *compiled // guarded by tab's lock
 }
 
@@ -92,7 +97,8 @@ func New(cfg config.Config, d Deps) (*Server, error) {
 	if d.ServerID == nil {
 		d.ServerID = &dhcpv6.DUIDLL{HWType: iana.HWTypeEthernet, LinkLayerAddr: net.HardwareAddr{2, 0, 0, 0, 0, 1}}
 	}
-	s := &Server{tab: d.Table, now: d.Now, log: d.Log, serverID: d.ServerID}
+	s := &Server{tab: d.Table, now: d.Now, log: d.Log, serverID: d.ServerID,
+		sidBytes: d.ServerID.ToBytes(), sidTLV: tlv(dhcpv6.OptServerID(d.ServerID))}
 	s.tab.Lock()
 	defer s.tab.Unlock()
 	s.reconfigureLocked(cfg)
@@ -117,6 +123,9 @@ func (s *Server) reconfigureLocked(cfg config.Config) {
 	}
 	if cfg.DNS.Domain != "" {
 		c.domains = []string{cfg.DNS.Domain}
+		m := &dhcpv6.Message{}
+		dhcpv6.WithDomainSearchList(c.domains...)(m)
+		c.domainTLV = m.ToBytes()[4:]
 	}
 	for _, cl := range cfg.Clients {
 		m, _ := config.NormalizeMAC(cl.MAC)
@@ -144,6 +153,9 @@ func (s *Server) reconfigureLocked(cfg config.Config) {
 		}
 		for _, a := range dns {
 			n.dns = append(n.dns, net.IP(a.AsSlice()))
+		}
+		if len(n.dns) > 0 {
+			n.dnsTLV = tlv(dhcpv6.OptDNS(n.dns...))
 		}
 		if sl, ok := cfg.PD.Slices[nc.Iface]; ok && cfg.PD.Pool.IsValid() {
 			n.slice, n.first = pool.NewBitmap(uint64(sl.Size)), uint64(sl.Index)
@@ -191,6 +203,31 @@ func (s *Server) mark(l *lease.Lease, used bool) {
 			}
 		}
 	}
+}
+
+// clientMAC is the MAC a DHCPv6 client is known by, for MAC-based
+// reservations and pinned prefixes: the one its DUID carries (DUID-LL,
+// DUID-LLT); else the client link-layer address a relay added (RFC 6939);
+// else the one inside its EUI-64 link-local address. A client with a
+// DUID-EN or DUID-UUID and privacy addresses has none, and gets dynamic
+// service.
+func (s *Server) clientMAC(d dhcpv6.DUID, via netip.Addr, msg *dhcpv6.Message, relay *dhcpv6.RelayMessage) string {
+	if m := macFromDUID(d); m != "" {
+		return m
+	}
+	if relay != nil {
+		if _, hw := relay.Options.ClientLinkLayerAddress(); len(hw) == 6 {
+			return strings.ToUpper(hw.String())
+		}
+	}
+	if via.Is6() && via.IsLinkLocalUnicast() {
+		b := via.As16()
+		if b[11] == 0xff && b[12] == 0xfe {
+			hw := net.HardwareAddr{b[8] ^ 0x02, b[9], b[10], b[13], b[14], b[15]}
+			return strings.ToUpper(hw.String())
+		}
+	}
+	return ""
 }
 
 // macFromDUID returns the link-layer address a DUID-LL or DUID-LLT carries,

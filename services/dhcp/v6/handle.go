@@ -18,7 +18,8 @@ type exchange struct {
 	c      *compiled
 	n      *network
 	iface  string
-	msg    *dhcpv6.Message
+	msg    *dhcpv6.Message // nil on the fast path
+	typ    dhcpv6.MessageType
 	duid   string
 	mac    string
 	via    netip.Addr // the client's address: next hop of its delegated prefixes
@@ -27,8 +28,20 @@ type exchange struct {
 	out    Reply
 }
 
-// Handle answers one message that arrived on iface from peer.
+// Handle answers one message that arrived on iface from peer: on the fast
+// path when it can, else through the library.
 func (s *Server) Handle(iface string, peer *net.UDPAddr, data []byte) *Reply {
+	var r fastReq
+	if parseFast(data, &r) {
+		if rep, ok := s.handleFast(iface, peer, &r); ok {
+			return rep
+		}
+	}
+	return s.handleGeneral(iface, peer, data)
+}
+
+// handleGeneral answers any message through the library's codec.
+func (s *Server) handleGeneral(iface string, peer *net.UDPAddr, data []byte) *Reply {
 	d, err := dhcpv6.FromBytes(data)
 	if err != nil {
 		return nil
@@ -69,7 +82,8 @@ func (s *Server) Handle(iface string, peer *net.UDPAddr, data []byte) *Reply {
 	}
 	s.tab.Lock()
 	defer s.tab.Unlock()
-	x := &exchange{c: s.cur, iface: iface, msg: msg, duid: duidString(cid), mac: macFromDUID(cid), via: via.Unmap(), now: s.now()}
+	x := &exchange{c: s.cur, iface: iface, msg: msg, typ: msg.MessageType, duid: duidString(cid), mac: s.clientMAC(cid, via, msg, relay), via: via.Unmap(), now: s.now()}
+	na, pd := iaReqs(msg)
 	if la, ok := netip.AddrFromSlice(linkAddr); ok && !la.IsUnspecified() {
 		for _, n := range x.c.nets {
 			if n.cfg.Prefix.Contains(la) {
@@ -99,7 +113,7 @@ func (s *Server) Handle(iface string, peer *net.UDPAddr, data []byte) *Reply {
 			resp, err = dhcpv6.NewAdvertiseFromSolicit(msg)
 		}
 		if err == nil {
-			s.assign(x, resp)
+			addIAs(resp, s.assign(x, na, pd))
 		}
 	case dhcpv6.MessageTypeRequest, dhcpv6.MessageTypeRenew:
 		if !hasSID {
@@ -107,7 +121,7 @@ func (s *Server) Handle(iface string, peer *net.UDPAddr, data []byte) *Reply {
 		}
 		x.commit = true
 		if resp, err = dhcpv6.NewReplyFromMessage(msg); err == nil {
-			s.assign(x, resp)
+			addIAs(resp, s.assign(x, na, pd))
 		}
 	case dhcpv6.MessageTypeRebind:
 		if hasSID {
@@ -115,7 +129,7 @@ func (s *Server) Handle(iface string, peer *net.UDPAddr, data []byte) *Reply {
 		}
 		x.commit = true
 		if resp, err = dhcpv6.NewReplyFromMessage(msg); err == nil {
-			s.assign(x, resp)
+			addIAs(resp, s.assign(x, na, pd))
 		}
 	case dhcpv6.MessageTypeRelease, dhcpv6.MessageTypeDecline:
 		if !hasSID {
@@ -167,49 +181,111 @@ func newReply(msg *dhcpv6.Message) (*dhcpv6.Message, error) {
 	return r, nil
 }
 
-// assign answers every IA_NA and IA_PD of a SOLICIT, REQUEST, RENEW or REBIND.
-func (s *Server) assign(x *exchange, resp *dhcpv6.Message) {
-	for _, ia := range x.msg.Options.IANA() {
-		iaid := binary.BigEndian.Uint32(ia.IaId[:])
-		var hint netip.Addr
+// iaReq is one IA_NA or IA_PD of a request: its IAID and the client's
+// hint (the first address or prefix it lists), whichever codec read it.
+type iaReq struct {
+	id     [4]byte
+	addr   netip.Addr   // IA_NA hint
+	prefix netip.Prefix // IA_PD hint
+}
+
+// iaResult is the answer to one IA, whichever codec writes it.
+type iaResult struct {
+	pd          bool
+	id          [4]byte
+	ok          bool
+	addr        netip.Addr   // IA_NA address given
+	prefix      netip.Prefix // IA_PD prefix given
+	zero        netip.Addr   // an address the client may no longer use (zero lifetimes)
+	pref, valid time.Duration
+}
+
+// iaReqs reads the IAs of a message decoded by the library.
+func iaReqs(m *dhcpv6.Message) (na, pd []iaReq) {
+	for _, ia := range m.Options.IANA() {
+		r := iaReq{id: ia.IaId}
 		if a := ia.Options.OneAddress(); a != nil {
-			hint, _ = netip.AddrFromSlice(a.IPv6Addr)
+			r.addr, _ = netip.AddrFromSlice(a.IPv6Addr)
 		}
-		out := &dhcpv6.OptIANA{IaId: ia.IaId}
-		if a, left, ok := s.address(x, iaid, hint); ok {
-			pref, valid := x.lifetimes(left)
-			out.T1, out.T2 = pref/2, pref*4/5
-			out.Options.Add(&dhcpv6.OptIAAddress{IPv6Addr: a.AsSlice(), PreferredLifetime: pref, ValidLifetime: valid})
-			if hint.IsValid() && hint != a && x.msg.MessageType != dhcpv6.MessageTypeSolicit {
-				// RFC 8415 18.3.4: an address the client may no longer use
-				// comes back with zero lifetimes.
-				out.Options.Add(&dhcpv6.OptIAAddress{IPv6Addr: hint.AsSlice()})
-			}
-		} else {
-			out.Options.Add(&dhcpv6.OptStatusCode{StatusCode: iana.StatusNoAddrsAvail, StatusMessage: "no addresses available"})
-		}
-		resp.AddOption(out)
+		na = append(na, r)
 	}
-	for _, ia := range x.msg.Options.IAPD() {
-		iaid := binary.BigEndian.Uint32(ia.IaId[:])
-		var hint netip.Prefix
+	for _, ia := range m.Options.IAPD() {
+		r := iaReq{id: ia.IaId}
 		if ps := ia.Options.Prefixes(); len(ps) > 0 && ps[0].Prefix != nil {
 			a, _ := netip.AddrFromSlice(ps[0].Prefix.IP)
 			ones, _ := ps[0].Prefix.Mask.Size()
-			hint = netip.PrefixFrom(a.Unmap(), ones)
+			r.prefix = netip.PrefixFrom(a.Unmap(), ones)
 		}
-		out := &dhcpv6.OptIAPD{IaId: ia.IaId}
-		if p, left, ok := s.prefix(x, iaid, hint); ok {
-			pref, valid := x.lifetimes(left)
-			out.T1, out.T2 = pref/2, pref*4/5
-			out.Options.Add(&dhcpv6.OptIAPrefix{PreferredLifetime: pref, ValidLifetime: valid,
-				Prefix: &net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), 128)}})
+		pd = append(pd, r)
+	}
+	return na, pd
+}
+
+// assign answers every IA_NA and then every IA_PD of a SOLICIT, REQUEST,
+// RENEW or REBIND.
+func (s *Server) assign(x *exchange, na, pd []iaReq) []iaResult {
+	out := make([]iaResult, 0, len(na)+len(pd))
+	for _, ia := range na {
+		r := iaResult{id: ia.id}
+		iaid := binary.BigEndian.Uint32(ia.id[:])
+		if a, left, ok := s.address(x, iaid, ia.addr); ok {
+			r.ok, r.addr = true, a
+			r.pref, r.valid = x.lifetimes(left)
+			if ia.addr.IsValid() && ia.addr != a && x.typ != dhcpv6.MessageTypeSolicit {
+				// RFC 8415 18.3.4: an address the client may no longer use
+				// comes back with zero lifetimes.
+				r.zero = ia.addr
+			}
+		}
+		out = append(out, r)
+	}
+	for _, ia := range pd {
+		r := iaResult{pd: true, id: ia.id}
+		iaid := binary.BigEndian.Uint32(ia.id[:])
+		if p, left, ok := s.prefix(x, iaid, ia.prefix); ok {
+			r.ok, r.prefix = true, p
+			r.pref, r.valid = x.lifetimes(left)
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// addIAs renders IA results as library options (the general path).
+func addIAs(resp *dhcpv6.Message, res []iaResult) {
+	for _, r := range res {
+		t1, t2 := r.pref/2, r.pref*4/5
+		if !r.ok {
+			t1, t2 = 0, 0
+		}
+		if !r.pd {
+			out := &dhcpv6.OptIANA{IaId: r.id, T1: t1, T2: t2}
+			if r.ok {
+				out.Options.Add(&dhcpv6.OptIAAddress{IPv6Addr: r.addr.AsSlice(), PreferredLifetime: r.pref, ValidLifetime: r.valid})
+				if r.zero.IsValid() {
+					out.Options.Add(&dhcpv6.OptIAAddress{IPv6Addr: r.zero.AsSlice()})
+				}
+			} else {
+				out.Options.Add(&dhcpv6.OptStatusCode{StatusCode: iana.StatusNoAddrsAvail, StatusMessage: noAddrs})
+			}
+			resp.AddOption(out)
+			continue
+		}
+		out := &dhcpv6.OptIAPD{IaId: r.id, T1: t1, T2: t2}
+		if r.ok {
+			out.Options.Add(&dhcpv6.OptIAPrefix{PreferredLifetime: r.pref, ValidLifetime: r.valid,
+				Prefix: &net.IPNet{IP: r.prefix.Addr().AsSlice(), Mask: net.CIDRMask(r.prefix.Bits(), 128)}})
 		} else {
-			out.Options.Add(&dhcpv6.OptStatusCode{StatusCode: iana.StatusNoPrefixAvail, StatusMessage: "no prefixes available"})
+			out.Options.Add(&dhcpv6.OptStatusCode{StatusCode: iana.StatusNoPrefixAvail, StatusMessage: noPrefixes})
 		}
 		resp.AddOption(out)
 	}
 }
+
+const (
+	noAddrs    = "no addresses available"
+	noPrefixes = "no prefixes available"
+)
 
 // lifetimes are the preferred and valid lifetimes to give: the configured
 // ones, or, for a lease answered from the cache with left to run, what is
