@@ -225,6 +225,11 @@ func (e *Engine) serve6(l *listener) {
 			return
 		}
 		e.commitThen(rep.Ops, func() {
+			// The answer goes first: the leases are durable, and the route
+			// reconciler (SyncRoutes, and the engine at start) stands behind
+			// a route that fails here; the client needs a moment to use
+			// its prefix anyway.
+			l.queue(rep.Resp, dst)
 			for _, p := range rep.RouteDel {
 				if err := e.routes.Del(p); err != nil {
 					e.log.Warn("withdraw delegated route", "prefix", p, "err", err)
@@ -235,7 +240,6 @@ func (e *Engine) serve6(l *listener) {
 					e.log.Warn("install delegated route", "route", w.String(), "err", err)
 				}
 			}
-			l.queue(rep.Resp, dst)
 			e.publish(rep.Events)
 		})
 	})
