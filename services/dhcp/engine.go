@@ -33,11 +33,13 @@ import (
 	"routerd.dev/shared/netns"
 )
 
-// Events receives what the engine observes; the platform wires it to NATS
-// subjects router.events.dhcp.<kind>. Kinds: lease_granted, lease_renewed,
-// lease_released, lease_declined, lease_expired, unknown_device; the
-// payload is a lease.Lease. Publish is called on the answer path and must
-// not block.
+// Events receives what the engine observes. Kinds: lease_granted,
+// lease_renewed, lease_released, lease_declined, lease_expired,
+// unknown_device; the payload is a lease.Lease. Publish is called on the
+// answer path and must not block. The bus service (service.go, events.go)
+// publishes them on router.events.dhcp.<kind> with the kinds dotted like
+// every service's (lease.granted, device.unknown), through a bounded
+// buffer, at most one unknown_device per interface and MAC a minute.
 type Events interface {
 	Publish(kind string, payload any)
 }
@@ -91,6 +93,7 @@ type listener struct {
 	stop       context.CancelFunc
 	log        *slog.Logger
 	paced      chan outMsg
+	shed       atomic.Uint64 // requests dropped for waiting too long in the queue
 }
 
 type outMsg struct {

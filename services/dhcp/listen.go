@@ -88,9 +88,16 @@ func (e *Engine) closeAll() {
 const (
 	// pollStop bounds how long a stopped listener's receive loop takes to
 	// notice (the socket's receive timeout).
-	pollStop  = 100 * time.Millisecond
-	paceBurst = 8
-	paceGap   = 200 * time.Microsecond
+	pollStop = 100 * time.Millisecond
+	// maxQueueAge sheds requests that waited longer than this in the
+	// socket queue: under overload (a PON port's CPEs all asking at once)
+	// an answer that late reaches a client that has given up on it or
+	// already retransmitted, so answering it only delays the answers that
+	// can still be used. Clients retransmit after about 4 s (DHCPv4) or
+	// 1 s (DHCPv6 SOLICIT); a relay waits less.
+	maxQueueAge = time.Second
+	paceBurst   = 8
+	paceGap     = 200 * time.Microsecond
 )
 
 // receive reads datagrams in batches and hands each to fn with its payload
@@ -104,7 +111,12 @@ func (l *listener) receive(bufSize int, fn func(b []byte, src netip.AddrPort, ou
 		if err != nil {
 			continue // EAGAIN (the poll timeout), EINTR
 		}
+		stale := time.Now().Add(-maxQueueAge)
 		for i := 0; i < n; i++ {
+			if t := in.received(i); !t.IsZero() && t.Before(stale) {
+				l.shed.Add(1)
+				continue
+			}
 			fn(in.payload(i), in.source(i), out)
 		}
 		out.flush(l)

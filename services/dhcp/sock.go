@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -83,6 +84,11 @@ func listenUDP(ns *netns.NS, v6 bool, iface string, port int) (*udpSock, error) 
 		if unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, rcvBuf) != nil {
 			_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, rcvBuf)
 		}
+		// Kernel receive times, so requests that waited too long in the
+		// queue are shed (see maxQueueAge).
+		if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_TIMESTAMPNS, 1); err != nil {
+			return err
+		}
 		tv := unix.NsecToTimeval(int64(pollStop))
 		if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
 			return err
@@ -138,10 +144,21 @@ type ring struct {
 	iov  []unix.Iovec
 	addr []unix.RawSockaddrInet6 // large enough for either family
 	buf  [][]byte
+	ctl  []tsCmsg // receive timestamps (receive rings only)
+}
+
+// tsCmsg is a control message carrying SCM_TIMESTAMPNS: a cmsghdr and a
+// struct timespec (64-bit Linux).
+type tsCmsg struct {
+	unix.Cmsghdr
+	sec, nsec int64
 }
 
 func newRing(n, bufSize int) *ring {
 	r := &ring{h: make([]mmsghdr, n), iov: make([]unix.Iovec, n), addr: make([]unix.RawSockaddrInet6, n), buf: make([][]byte, n)}
+	if bufSize > 0 {
+		r.ctl = make([]tsCmsg, n)
+	}
 	for i := range n {
 		if bufSize > 0 {
 			r.buf[i] = make([]byte, bufSize)
@@ -165,12 +182,23 @@ func (r *ring) prepare(i int, b []byte, alen uint32) {
 func (s *udpSock) recv(r *ring) (int, error) {
 	for i := range r.h {
 		r.prepare(i, r.buf[i], unix.SizeofSockaddrInet6)
+		r.h[i].hdr.Control = (*byte)(unsafe.Pointer(&r.ctl[i]))
+		r.h[i].hdr.SetControllen(int(unsafe.Sizeof(tsCmsg{})))
 	}
 	n, _, errno := unix.Syscall6(unix.SYS_RECVMMSG, uintptr(s.fd), uintptr(unsafe.Pointer(&r.h[0])), uintptr(len(r.h)), unix.MSG_WAITFORONE, 0, 0)
 	if errno != 0 {
 		return 0, errno
 	}
 	return int(n), nil
+}
+
+// received is when the kernel queued datagram i (zero when unknown).
+func (r *ring) received(i int) time.Time {
+	c := &r.ctl[i]
+	if r.h[i].hdr.Controllen < uint64(unsafe.Sizeof(tsCmsg{})) || c.Level != unix.SOL_SOCKET || c.Type != unix.SCM_TIMESTAMPNS {
+		return time.Time{}
+	}
+	return time.Unix(c.sec, c.nsec)
 }
 
 // payload and source of received datagram i.
