@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"routerd.dev/gateway"
+	"routerd.dev/services/dhcp"
 	"routerd.dev/services/netcfg"
 	"routerd.dev/services/subscribers"
 	"routerd.dev/services/system"
@@ -69,7 +70,7 @@ func Run(ctx context.Context, cfg config.Config, opt Options) error {
 	}
 
 	var kv *clientv3.Client
-	if cfg.Runs(subscribers.Name) || cfg.Runs(netcfg.Name) {
+	if cfg.Runs(subscribers.Name) || cfg.Runs(netcfg.Name) || cfg.Runs(dhcp.Name) {
 		if len(cfg.EtcdEndpoints) == 0 {
 			e, err := store.StartEmbedded(ctx, store.EmbedConfig{Dir: filepath.Join(cfg.StateDir, "etcd"), ClientAddr: cfg.EtcdListen})
 			if err != nil {
@@ -99,17 +100,27 @@ func Run(ctx context.Context, cfg config.Config, opt Options) error {
 		svc := subscribers.New(subscribers.Deps{NC: nc, KV: kv, Log: log.With("service", subscribers.Name)})
 		run(subscribers.Name, svc.Run)
 	}
-	if cfg.Runs(netcfg.Name) {
-		target, err := netns.Open(cfg.Netns)
-		if err != nil {
+	// The kernel services share one handle on the target namespace.
+	var target *netns.NS
+	if cfg.Runs(netcfg.Name) || cfg.Runs(dhcp.Name) {
+		if target, err = netns.Open(cfg.Netns); err != nil {
 			return err
 		}
 		defer target.Close()
+	}
+	if cfg.Runs(netcfg.Name) {
 		svc, err := netcfg.New(netcfg.Deps{NC: nc, KV: kv, NS: target, Log: log.With("service", netcfg.Name)})
 		if err != nil {
 			return err
 		}
 		run(netcfg.Name, svc.Run)
+	}
+	if cfg.Runs(dhcp.Name) {
+		svc, err := dhcp.NewService(dhcp.ServiceDeps{NC: nc, KV: kv, NS: target, Log: log.With("service", dhcp.Name)})
+		if err != nil {
+			return err
+		}
+		run(dhcp.Name, svc.Run)
 	}
 	if cfg.Runs(system.Name) {
 		svc := system.New(system.Deps{NC: nc, Log: log.With("service", system.Name)})

@@ -177,6 +177,15 @@ func TestLabEndToEnd(t *testing.T) {
 	if st["interfaces"].(float64) != 3 || st["antispoof"] != "off" || !strings.Contains(st["api"].(string), "v1.0") {
 		t.Errorf("status: %v", st)
 	}
+	// The dhcp service comes up beside the others (it may answer a moment
+	// after the first /status).
+	for deadline := time.Now().Add(15 * time.Second); st["dhcp_service"] != "running"; st = r.must("GET", "/status", nil, 200) {
+		if time.Now().After(deadline) {
+			t.Errorf("dhcp_service = %v, want running", st["dhcp_service"])
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 
 	// Plans: create, replace, validation, action form, delete.
 	r.must("POST", "/plans", map[string]any{"name": "gold", "down_mbps": 500, "up_mbps": 100, "comment": "home"}, 201)

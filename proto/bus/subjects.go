@@ -20,6 +20,17 @@ const (
 	InterfacesCount = "router.netcfg.interfaces.count"
 
 	StatusGet = "router.system.status.get"
+
+	// DHCPLeasesList lists leases (filters iface, kind, state, mac; paged
+	// with limit and after).
+	DHCPLeasesList = "router.dhcp.leases.list"
+	// DHCPLeasesGet looks up the lease on one address or delegated prefix.
+	DHCPLeasesGet = "router.dhcp.leases.get"
+	// DHCPPDSync runs the delegated-route reconciler (/pd/sync; dry only reports).
+	DHCPPDSync = "router.dhcp.pd.sync"
+	// DHCPStatusGet answers the engine's state: configuration in force,
+	// the last refused one, lease and event counts.
+	DHCPStatusGet = "router.dhcp.status.get"
 )
 
 // Queue groups: one per resource, so replicas of a service share the load

@@ -40,4 +40,14 @@ const (
 	RouteCreated = "route.created"
 	RouteDeleted = "route.deleted"
 	RouteRestore = "route.restored"
+
+	// DHCP: the data is the lease (for DeviceUnknown, the address offered).
+	LeaseGranted  = "lease.granted"
+	LeaseRenewed  = "lease.renewed"
+	LeaseReleased = "lease.released"
+	LeaseDeclined = "lease.declined"
+	LeaseExpired  = "lease.expired"
+	// DeviceUnknown: a device with no lease asked on a served interface (at
+	// most one per interface and MAC per minute).
+	DeviceUnknown = "device.unknown"
 )
