@@ -1,6 +1,15 @@
 // Package ra sends IPv6 router advertisements on one served interface:
 // periodic and in answer to router solicitations, with the M and O flags
-// matching the DHCPv6 service, the on-link prefix, RDNSS and DNSSL.
+// matching the DHCPv6 service, the on-link prefix, the link MTU, RDNSS and
+// DNSSL.
+//
+// Solicitations are answered as RFC 4861 6.2.6 describes: with a multicast
+// advertisement after a random delay of up to MAX_RA_DELAY_TIME (0.5 s),
+// never sooner than MIN_DELAY_BETWEEN_RAS (3 s) after the previous
+// multicast one, and one advertisement answers every solicitation that
+// arrives while it is pending. A subscriber LAN full of hosts that all
+// solicit at once (a PON port coming back) costs one advertisement, and a
+// host soliciting in a loop costs at most one every 3 s.
 //
 // The socket's ICMPv6 filter passes router solicitations only, so nothing a
 // subscriber sends (its own RA above all) is ever read, and the interface's
@@ -13,6 +22,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"net/netip"
 	"os"
@@ -38,7 +48,20 @@ type Config struct {
 	Preferred      time.Duration
 	DNS            []netip.Addr
 	Domain         string
+	// MTU is the link MTU announced in the MTU option (RFC 4861 4.6.4),
+	// e.g. 1492; 0 omits the option. At least 1280 (the IPv6 minimum) when set.
+	MTU int
 }
+
+// RFC 4861 10: router constants.
+const (
+	// MaxRADelay is MAX_RA_DELAY_TIME: the random delay before answering
+	// a solicitation is below it.
+	MaxRADelay = 500 * time.Millisecond
+	// MinDelayBetweenRAs is MIN_DELAY_BETWEEN_RAS: multicast advertisements
+	// on one interface are at least this far apart.
+	MinDelayBetweenRAs = 3 * time.Second
+)
 
 // Advertiser sends advertisements on one interface.
 type Advertiser struct {
@@ -51,13 +74,14 @@ type Advertiser struct {
 	mu  sync.Mutex
 	cfg Config
 	upd chan struct{}
+	rs  chan struct{} // a valid solicitation arrived
 }
 
 var allNodes = &net.IPAddr{IP: net.ParseIP("ff02::1")}
 
 // New opens the advertiser's socket on iface inside ns.
 func New(ns *netns.NS, iface string, cfg Config, log *slog.Logger) (*Advertiser, error) {
-	a := &Advertiser{iface: iface, cfg: cfg, log: log, upd: make(chan struct{}, 1)}
+	a := &Advertiser{iface: iface, cfg: cfg, log: log, upd: make(chan struct{}, 1), rs: make(chan struct{}, 1)}
 	err := ns.Do(func() error {
 		ifi, err := net.InterfaceByName(iface)
 		if err != nil {
@@ -83,6 +107,7 @@ func New(ns *netns.NS, iface string, cfg Config, log *slog.Logger) (*Advertiser,
 		f.Accept(ipv6.ICMPTypeRouterSolicitation)
 		for _, step := range []func() error{
 			func() error { return a.p.SetICMPFilter(&f) },
+			func() error { return a.p.SetControlMessage(ipv6.FlagHopLimit, true) },
 			func() error { return a.p.SetMulticastHopLimit(255) },
 			func() error { return a.p.SetHopLimit(255) },
 			func() error { return a.p.SetMulticastInterface(ifi) },
@@ -107,7 +132,9 @@ func New(ns *netns.NS, iface string, cfg Config, log *slog.Logger) (*Advertiser,
 	return a, nil
 }
 
-// Update changes what is advertised and sends an advertisement at once.
+// Update changes what is advertised and advertises it as soon as the rate
+// limit allows (at once unless a multicast advertisement went out in the
+// last MinDelayBetweenRAs).
 func (a *Advertiser) Update(cfg Config) {
 	a.mu.Lock()
 	a.cfg = cfg
@@ -118,36 +145,103 @@ func (a *Advertiser) Update(cfg Config) {
 	}
 }
 
+func (a *Advertiser) interval() time.Duration {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.cfg.Interval
+}
+
 // Run advertises until ctx ends, then sends a final advertisement with a
-// zero router lifetime so hosts stop using the router at once (RFC 4861 6.2.5).
+// zero router lifetime so hosts stop using the router at once (RFC 4861
+// 6.2.5; it goes out at once, outside the rate limit, as the router is
+// leaving). Every advertisement is multicast and goes through one
+// schedule, so periodic, solicited and updated ones share the rate limit.
 func (a *Advertiser) Run(ctx context.Context) {
 	defer a.conn.Close()
 	go a.answer(ctx)
-	a.send(allNodes, false)
+	var s schedule
+	a.send(false)
+	s.sent(time.Now(), a.interval())
+	t := time.NewTimer(time.Until(s.due()))
+	defer t.Stop()
 	for {
-		a.mu.Lock()
-		iv := a.cfg.Interval
-		a.mu.Unlock()
-		t := time.NewTimer(iv)
 		select {
 		case <-ctx.Done():
-			t.Stop()
-			a.send(allNodes, true)
+			a.send(true)
 			return
 		case <-t.C:
+			if now := time.Now(); !now.Before(s.due()) {
+				a.send(false)
+				s.sent(now, a.interval())
+			}
 		case <-a.upd:
-			t.Stop()
+			s.updated(time.Now())
+		case <-a.rs:
+			s.solicited(time.Now(), rand.N(MaxRADelay))
 		}
-		a.send(allNodes, false)
+		t.Reset(time.Until(s.due()))
 	}
 }
 
-// answer reads router solicitations and answers each one unicast (or to
-// all nodes when the solicitor has no address yet).
+// schedule decides when the next multicast advertisement goes out (RFC
+// 4861 6.2.4-6.2.6). Times are passed in, so it is tested without a clock.
+type schedule struct {
+	last    time.Time // the last multicast advertisement
+	next    time.Time // the next periodic one
+	pending time.Time // an earlier one owed to a solicitation or update; zero if none
+}
+
+// due is when the next advertisement goes out.
+func (s *schedule) due() time.Time {
+	if !s.pending.IsZero() && s.pending.Before(s.next) {
+		return s.pending
+	}
+	return s.next
+}
+
+// sent records an advertisement sent at now; the periodic timer restarts
+// from it (a solicited multicast one resets it, RFC 4861 6.2.6).
+func (s *schedule) sent(now time.Time, interval time.Duration) {
+	s.last, s.pending, s.next = now, time.Time{}, now.Add(interval)
+}
+
+// earliest is the first time a multicast advertisement may go out.
+func (s *schedule) earliest(now time.Time) time.Time {
+	if t := s.last.Add(MinDelayBetweenRAs); !s.last.IsZero() && now.Before(t) {
+		return t
+	}
+	return now
+}
+
+// solicited records a solicitation received at now, delay being the
+// random part (0 to MaxRADelay). A solicitation arriving while an answer
+// is pending is answered by it: the delay counts from the first one.
+func (s *schedule) solicited(now time.Time, delay time.Duration) {
+	if !s.pending.IsZero() {
+		return
+	}
+	t := s.earliest(now).Add(delay)
+	if !t.Before(s.next) {
+		return // the periodic advertisement comes first and answers it
+	}
+	s.pending = t
+}
+
+// updated records a configuration change at now: advertise it as soon as
+// the rate limit allows.
+func (s *schedule) updated(now time.Time) {
+	t := s.earliest(now)
+	if s.pending.IsZero() || t.Before(s.pending) {
+		s.pending = t
+	}
+}
+
+// answer reads router solicitations and, for each valid one (RFC 4861
+// 6.1.1: hop limit 255, code 0), asks Run for an advertisement.
 func (a *Advertiser) answer(ctx context.Context) {
 	buf := make([]byte, 1500)
 	for ctx.Err() == nil {
-		n, _, src, err := a.p.ReadFrom(buf)
+		n, cm, _, err := a.p.ReadFrom(buf)
 		if err != nil {
 			if ctx.Err() != nil {
 				return
@@ -159,26 +253,22 @@ func (a *Advertiser) answer(ctx context.Context) {
 			}
 			continue
 		}
-		if n < 8 || buf[0] != byte(ipv6.ICMPTypeRouterSolicitation) {
-			continue // the filter should make this unreachable
+		if n < 8 || buf[0] != byte(ipv6.ICMPTypeRouterSolicitation) || buf[1] != 0 || cm == nil || cm.HopLimit != 255 {
+			continue // forged off-link, or not an RS at all (the filter passes RS only)
 		}
-		dst := allNodes
-		if ip, ok := src.(*net.IPAddr); ok && !ip.IP.IsUnspecified() {
-			dst = &net.IPAddr{IP: ip.IP, Zone: a.iface}
+		select {
+		case a.rs <- struct{}{}:
+		default: // one is already waiting to be scheduled
 		}
-		a.send(dst, false)
 	}
 }
 
-func (a *Advertiser) send(dst *net.IPAddr, final bool) {
+func (a *Advertiser) send(final bool) {
 	a.mu.Lock()
 	cfg := a.cfg
 	a.mu.Unlock()
-	d := *dst
-	if d.Zone == "" {
-		d.Zone = a.iface
-	}
-	if _, err := a.p.WriteTo(Marshal(cfg, a.mac, final), nil, &d); err != nil {
+	dst := &net.IPAddr{IP: allNodes.IP, Zone: a.iface}
+	if _, err := a.p.WriteTo(Marshal(cfg, a.mac, final), nil, dst); err != nil {
 		a.log.Debug("send router advertisement", "iface", a.iface, "err", err)
 	}
 }
@@ -203,6 +293,12 @@ func Marshal(cfg Config, mac net.HardwareAddr, final bool) []byte {
 	if len(mac) == 6 {
 		b = append(b, 1, 1)
 		b = append(b, mac...)
+	}
+	if cfg.MTU > 0 {
+		o := make([]byte, 8)
+		o[0], o[1] = 5, 1
+		binary.BigEndian.PutUint32(o[4:], uint32(cfg.MTU))
+		b = append(b, o...)
 	}
 	if cfg.Prefix.IsValid() {
 		o := make([]byte, 32)
