@@ -505,8 +505,12 @@ func (s *Service) syncPD(ctx context.Context, req *pb.Request) (int, any, error)
 // Status is the engine's state as router.dhcp.status.get answers it.
 type Status struct {
 	Config ConfigState `json:"config"`
-	// InForce is the configuration the engine serves (defaults filled in).
-	InForce config.Config `json:"in_force"`
+	// InForce is the configuration the engine serves (defaults filled in)
+	// without its per-subscriber lists (clients, services, pinned
+	// prefixes), which can run to 100,000 entries and past the bus's
+	// message size; Counts says how long they are.
+	InForce config.Config  `json:"in_force"`
+	Counts  map[string]int `json:"counts"`
 	// Leases counts leases by kind and state, e.g. "v4/bound".
 	Leases map[string]int `json:"leases"`
 	Events EventStats     `json:"events"`
@@ -521,7 +525,11 @@ func (s *Service) status(ctx context.Context, req *pb.Request) (int, any, error)
 	for _, l := range eng.Leases() {
 		counts[string(l.Kind)+"/"+string(l.State)]++
 	}
-	return http.StatusOK, Status{Config: s.State(), InForce: eng.Config(), Leases: counts, Events: s.events.Stats()}, nil
+	c := eng.Config()
+	sizes := map[string]int{"networks": len(c.Networks), "networks6": len(c.Networks6),
+		"clients": len(c.Clients), "services": len(c.Services), "pinned": len(c.PD.Pinned)}
+	c.Clients, c.Services, c.PD.Pinned = nil, nil, nil
+	return http.StatusOK, Status{Config: s.State(), InForce: c, Counts: sizes, Leases: counts, Events: s.events.Stats()}, nil
 }
 
 // Endpoints are the service's operations by subject.

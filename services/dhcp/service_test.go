@@ -222,8 +222,8 @@ func TestServiceOnTheBus(t *testing.T) {
 	rev1 := putConfig(t, env, configJSON(t, cfg))
 	svc := startService(t, env, tp)
 	svc.waitServing(t, env, 3) // v4, v6, ra
-	if st := status(t, env.NC); st.Config.Revision != rev1 || st.Config.Source != "stored" {
-		t.Fatalf("config state %+v, want revision %d from the store", st.Config, rev1)
+	if st := status(t, env.NC); st.Config.Revision != rev1 || st.Config.Source != "stored" || st.Counts["clients"] != 1 || st.InForce.Clients != nil {
+		t.Fatalf("config state %+v, counts %v, want revision %d from the store, one client counted and not listed", st.Config, st.Counts, rev1)
 	}
 	// Discovery answers for "dhcp": GET /status reports it running.
 	if _, err := env.NC.Request("$SRV.PING."+Name, nil, time.Second); err != nil {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -104,5 +105,36 @@ func TestSendReportsFailures(t *testing.T) {
 	nc.Close()
 	if err := p.Send("thing.done", nil, nil); !errors.Is(err, nats.ErrConnectionClosed) {
 		t.Errorf("Send on a closed connection: %v, want ErrConnectionClosed", err)
+	}
+}
+
+// An answer over NATS's maximum payload reaches the caller as a 500 that
+// says so, not as a service that never answered.
+func TestOversizedAnswerIsA500(t *testing.T) {
+	nc := embedded(t)
+	const subject = "router.test.things.list"
+	big := strings.Repeat("x", int(nc.MaxPayload()))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go bus.Run(ctx, nc, bus.ServiceConfig{Name: "test", Version: "1.0.0", Endpoints: []bus.Endpoint{{
+		Subject: subject,
+		Handler: func(context.Context, *pb.Request) (int, any, error) { return http.StatusOK, []string{big}, nil },
+	}}})
+	var rep *pb.Reply
+	var err error
+	for i := 0; i < 200; i++ {
+		cctx, ccancel := context.WithTimeout(context.Background(), 5*time.Second)
+		rep, err = bus.Call(cctx, nc, subject, &pb.Request{Method: http.MethodGet})
+		ccancel()
+		if err == nil || apierr.From(err).Status != http.StatusServiceUnavailable || strings.Contains(err.Error(), "in time") {
+			break
+		}
+		time.Sleep(10 * time.Millisecond) // not declared yet
+	}
+	if err != nil {
+		t.Fatalf("call: %v", err)
+	}
+	if rep.Status != http.StatusInternalServerError || !strings.Contains(string(rep.Body), "too large for the bus") {
+		t.Errorf("reply %d %s, want a 500 saying the answer is too large", rep.Status, rep.Body)
 	}
 }

@@ -3,6 +3,7 @@ package bus
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -62,7 +63,7 @@ func Serve(nc *nats.Conn, cfg ServiceConfig) (micro.Service, error) {
 		subject := ep.Subject
 		name := strings.ReplaceAll(strings.TrimPrefix(subject, pb.Prefix+"."), ".", "_")
 		err := svc.AddEndpoint(name, micro.HandlerFunc(func(r micro.Request) {
-			go handle(r, subject, h, log)
+			go handle(r, subject, h, log, nc.MaxPayload())
 		}), micro.WithEndpointSubject(subject))
 		if err != nil {
 			_ = svc.Stop()
@@ -72,10 +73,10 @@ func Serve(nc *nats.Conn, cfg ServiceConfig) (micro.Service, error) {
 	return svc, nil
 }
 
-func handle(r micro.Request, subject string, h Handler, log *slog.Logger) {
+func handle(r micro.Request, subject string, h Handler, log *slog.Logger, maxPayload int64) {
 	var req pb.Request
 	if err := json.Unmarshal(r.Data(), &req); err != nil {
-		respond(r, apierr.BadRequest("malformed request envelope"), nil)
+		respond(r, apierr.BadRequest("malformed request envelope"), nil, maxPayload)
 		return
 	}
 	ctx := context.Background()
@@ -94,7 +95,7 @@ func handle(r micro.Request, subject string, h Handler, log *slog.Logger) {
 			log.Info("change refused", "subject", subject, "request_id", req.RequestID,
 				"caller", req.Caller, "by", req.By, "status", ae.Status, "error", ae.Message)
 		}
-		respond(r, ae, nil)
+		respond(r, ae, nil, maxPayload)
 		return
 	}
 	// The action form carries the REST method of its operation, so the
@@ -103,7 +104,9 @@ func handle(r micro.Request, subject string, h Handler, log *slog.Logger) {
 		log.Info("change", "subject", subject, "request_id", req.RequestID,
 			"caller", req.Caller, "by", req.By, "status", status)
 	}
-	respond(r, nil, &reply{status, body})
+	if err := respond(r, nil, &reply{status, body}, maxPayload); err != nil {
+		log.Error("answer not sent", "subject", subject, "request_id", req.RequestID, "err", err)
+	}
 }
 
 // Run declares the service (Serve), serves until ctx ends, then stops it:
@@ -131,7 +134,9 @@ func safeCall(ctx context.Context, h Handler, req *pb.Request) (status int, body
 	return h(ctx, req)
 }
 
-func respond(r micro.Request, ae *apierr.Error, ok *reply) {
+// respond sends the reply. An answer over NATS's maximum payload is
+// replaced by a 500 saying so.
+func respond(r micro.Request, ae *apierr.Error, ok *reply, maxPayload int64) error {
 	var rep pb.Reply
 	if ae != nil {
 		rep.Status = ae.Status
@@ -152,7 +157,20 @@ func respond(r micro.Request, ae *apierr.Error, ok *reply) {
 		}
 	}
 	out, _ := json.Marshal(&rep)
-	_ = r.Respond(out)
+	if maxPayload > 0 && int64(len(out)) > maxPayload {
+		// NATS would refuse it, and the caller would wait out its
+		// deadline and report a service that did not answer.
+		ae := apierr.Internal(fmt.Sprintf("%d bytes, at most %d", len(out), maxPayload), "the answer is too large for the bus; ask for less (a page, a filter)")
+		raw, _ := json.Marshal(&pb.Reply{Status: ae.Status, Body: mustMarshal(ae.Body())})
+		_ = r.Respond(raw)
+		return fmt.Errorf("answer of %d bytes over the bus's maximum payload of %d", len(out), maxPayload)
+	}
+	return r.Respond(out)
+}
+
+func mustMarshal(v any) json.RawMessage {
+	raw, _ := json.Marshal(v)
+	return raw
 }
 
 // Raw is a non-JSON answer body (a PNG, an archive). It travels in the
