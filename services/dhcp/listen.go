@@ -260,7 +260,7 @@ func (e *Engine) serve6(l *listener) {
 // raConfig is what the advertiser of one interface announces: M when the
 // interface has DHCPv6 addresses, O for resolvers and domain.
 func (e *Engine) raConfig(cfg config.Config, iface string) ra.Config {
-	rc := ra.Config{Interval: cfg.RA.Interval, RouterLifetime: cfg.RA.RouterLifetime, SLAAC: cfg.RA.SLAAC,
+	rc := ra.Config{Interval: cfg.RA.Interval, RouterLifetime: cfg.RA.RouterLifetime, SLAAC: cfg.RA.SLAAC, MTU: cfg.RA.MTU,
 		Valid: cfg.Lifetimes6.Valid, Preferred: cfg.Lifetimes6.Preferred, Domain: cfg.DNS.Domain}
 	for _, n := range cfg.Networks6 {
 		if n.Iface != iface {

@@ -200,6 +200,10 @@ type RA struct {
 	// their own addresses; off by default because the router binds addresses
 	// to MACs for anti-spoofing.
 	SLAAC bool `json:"slaac,omitempty"`
+	// MTU is announced in the RA's MTU option (RFC 4861 4.6.4) so hosts
+	// size their packets for the access link (e.g. 1492 behind PPPoE-sized
+	// links); 0 omits the option. At least 1280, IPv6's minimum.
+	MTU int `json:"mtu,omitempty"`
 }
 
 // Timers tunes housekeeping; zero means default.
@@ -421,6 +425,9 @@ func (c Config) Validate() error {
 	}
 	if c.RA.RouterLifetime < 0 || c.RA.RouterLifetime > 9000*time.Second {
 		bad("ra: router lifetime %v outside 0-9000s", c.RA.RouterLifetime)
+	}
+	if c.RA.MTU != 0 && (c.RA.MTU < 1280 || c.RA.MTU > 65535) {
+		bad("ra: mtu %d outside 1280-65535 (0 omits the option)", c.RA.MTU)
 	}
 	if c.Timers.CacheThreshold >= 1 {
 		bad("timers: cache threshold %v must be below 1 (a fraction of the lease time)", c.Timers.CacheThreshold)

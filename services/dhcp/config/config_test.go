@@ -37,6 +37,10 @@ func TestValidate(t *testing.T) {
 		{"slice not power of two", func(c *Config) { c.PD.Slices["v100"] = Slice{Index: 16, Size: 12} }, "power of two"},
 		{"pinned outside band", func(c *Config) { c.PD.Pinned[0].Prefix = netip.MustParsePrefix("2001:db8:a000:1000::/56") }, "reserved band"},
 		{"slice without v6 network", func(c *Config) { c.Networks6 = nil }, "no served IPv6"},
+		{"ra mtu below IPv6 minimum", func(c *Config) { c.RA.MTU = 1000 }, "mtu 1000"},
+		{"ra mtu", func(c *Config) { c.RA.MTU = 1492 }, ""},
+		{"cache threshold of a whole lease", func(c *Config) { c.Timers.CacheThreshold = 1 }, "cache threshold"},
+		{"caching off", func(c *Config) { c.Timers.CacheThreshold = -1 }, ""},
 		{"bad service PON", func(c *Config) {
 			c.Services = []Service{{ID: "svc_1", PON: "0/1", IPv4: netip.MustParseAddr("10.0.0.20")}}
 		}, "invalid PON"},
