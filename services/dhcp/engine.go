@@ -79,6 +79,10 @@ type Engine struct {
 	v6     *v6.Server
 	com    *lease.Committer
 	routes *route.Manager
+	// routeQ carries delegated-route changes from commit callbacks to the
+	// one goroutine that applies them, in order: a netlink round trip per
+	// route would otherwise hold up the next group commit.
+	routeQ chan routeJob
 	kick   chan struct{}
 
 	mu        sync.Mutex
@@ -125,7 +129,8 @@ func New(cfg config.Config, d Deps) (*Engine, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("dhcp: invalid configuration: %w", err)
 	}
-	e := &Engine{d: d, log: d.Log, tab: lease.NewTable(), kick: make(chan struct{}, 1), listeners: map[string]*listener{}}
+	e := &Engine{d: d, log: d.Log, tab: lease.NewTable(), kick: make(chan struct{}, 1), listeners: map[string]*listener{},
+		routeQ: make(chan routeJob, 1<<14)}
 	e.cfg.Store(&cfg)
 	var err error
 	if e.v4, err = v4.New(cfg, v4.Deps{Table: e.tab, Lookup: d.Lookup, Now: d.Now, Log: d.Log}); err != nil {
@@ -217,6 +222,8 @@ func (e *Engine) Run(ctx context.Context) error {
 	defer cancel()
 	comDone := make(chan struct{})
 	go func() { e.com.Run(ctx); close(comDone) }()
+	routesDone := make(chan struct{})
+	go func() { e.applyRoutes(); close(routesDone) }()
 
 	retry := time.NewTicker(e.d.ListenRetry)
 	defer retry.Stop()
@@ -229,6 +236,8 @@ func (e *Engine) Run(ctx context.Context) error {
 			e.closeAll()
 			e.wg.Wait()
 			<-comDone
+			close(e.routeQ) // no commit can queue a change any more
+			<-routesDone
 			return nil
 		case <-e.kick:
 		case <-retry.C:
@@ -252,13 +261,41 @@ func (e *Engine) Reclaim(ctx context.Context) {
 		if err != nil {
 			return
 		}
-		for _, p := range dels {
+		e.changeRoutes(dels, nil)
+		e.publish(events)
+	})
+}
+
+// routeJob is the delegated-route change that follows one durable commit.
+type routeJob struct {
+	del []netip.Prefix
+	add []route.Want
+}
+
+// changeRoutes queues a route change for applyRoutes; it waits when the
+// queue is full rather than reorder changes.
+func (e *Engine) changeRoutes(del []netip.Prefix, add []route.Want) {
+	if len(del) > 0 || len(add) > 0 {
+		e.routeQ <- routeJob{del, add}
+	}
+}
+
+// applyRoutes is the one writer of delegated routes during Run. A change
+// that fails is logged; the reconciler (SyncRoutes, and every start)
+// repairs it from the leases.
+func (e *Engine) applyRoutes() {
+	for j := range e.routeQ {
+		for _, p := range j.del {
 			if err := e.routes.Del(p); err != nil {
 				e.log.Warn("withdraw delegated route", "prefix", p, "err", err)
 			}
 		}
-		e.publish(events)
-	})
+		for _, w := range j.add {
+			if err := e.routes.Add(w); err != nil {
+				e.log.Warn("install delegated route", "route", w.String(), "err", err)
+			}
+		}
+	}
 }
 
 func (e *Engine) publish(events []lease.Event) {

@@ -237,21 +237,11 @@ func (e *Engine) serve6(l *listener) {
 			return
 		}
 		e.commitThen(rep.Ops, func() {
-			// The answer goes first: the leases are durable, and the route
-			// reconciler (SyncRoutes, and the engine at start) stands behind
-			// a route that fails here; the client needs a moment to use
-			// its prefix anyway.
+			// The answer goes first: the leases are durable; the routes
+			// follow on the route writer's goroutine, and the reconciler
+			// (SyncRoutes, and every start) stands behind one that fails.
 			l.queue(rep.Resp, dst)
-			for _, p := range rep.RouteDel {
-				if err := e.routes.Del(p); err != nil {
-					e.log.Warn("withdraw delegated route", "prefix", p, "err", err)
-				}
-			}
-			for _, w := range rep.RouteAdd {
-				if err := e.routes.Add(w); err != nil {
-					e.log.Warn("install delegated route", "route", w.String(), "err", err)
-				}
-			}
+			e.changeRoutes(rep.RouteDel, rep.RouteAdd)
 			e.publish(rep.Events)
 		})
 	})

@@ -143,3 +143,25 @@ func TestTableIndexes(t *testing.T) {
 		t.Errorf("Len = %d, want %d", got, want)
 	}
 }
+
+// BenchmarkEtcdCommit is the cost of making leases durable in a real
+// embedded etcd (fsync on), as the engine does for every new client: b.N
+// leases submitted by 1,024 concurrent writers through the group committer.
+// Report: ns/op is per lease.
+func BenchmarkEtcdCommit(b *testing.B) {
+	env := testenv.Start(b)
+	st := lease.NewEtcdStore(env.KV)
+	c := lease.NewCommitter(st, 0, slog.Default())
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go c.Run(ctx)
+	b.ResetTimer()
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 1024)
+	for i := range b.N {
+		sem <- struct{}{}
+		wg.Add(1)
+		c.Submit([]lease.Op{lease.Put(mk(i % 65536))}, func(error) { <-sem; wg.Done() })
+	}
+	wg.Wait()
+}

@@ -34,6 +34,7 @@ func main() {
 	nres := flag.Int("reservations", 100000, "MAC reservations to load")
 	dir := flag.String("etcd-dir", "", "etcd data directory (default: a temporary one)")
 	txnOps := flag.Uint("max-txn-ops", 1024, "etcd --max-txn-ops")
+	network := flag.Bool("etcd-network-client", false, "reach the embedded etcd over its client URL (gRPC over TCP, as a split deployment's dhcp service would) instead of in process (as routerd's all-in-one does)")
 	gogc := flag.Int("gogc", 100, "garbage collector target percentage (GOGC); measured, a higher one costs more CPU than it saves: the bigger heap is refilled with fresh spans")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile here")
 	flag.Parse()
@@ -47,14 +48,14 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, *ns, *iface, *resIface, *nres, *dir, *txnOps); err != nil {
+	if err := run(ctx, *ns, *iface, *resIface, *nres, *dir, *txnOps, *network); err != nil {
 		fmt.Fprintln(os.Stderr, "dhcpbench-server:", err)
 		pprof.StopCPUProfile()
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, ns, iface, resIface string, nres int, dir string, txnOps uint) error {
+func run(ctx context.Context, ns, iface, resIface string, nres int, dir string, txnOps uint, network bool) error {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	if dir == "" {
 		d, err := os.MkdirTemp("", "dhcpbench-etcd")
@@ -69,10 +70,11 @@ func run(ctx context.Context, ns, iface, resIface string, nres int, dir string, 
 		return err
 	}
 	defer etcd.Close()
-	// A network client, as a split deployment's dhcp service would have.
-	kv, err := store.Dial([]string{etcd.ClientURL})
-	if err != nil {
-		return err
+	kv := etcd.Client()
+	if network {
+		if kv, err = store.Dial([]string{etcd.ClientURL}); err != nil {
+			return err
+		}
 	}
 	defer kv.Close()
 	leases := lease.NewEtcdStore(kv)
