@@ -34,16 +34,7 @@ func (c *clock) add(d time.Duration) {
 // natsBus is an embedded NATS server and a subscription to every dhcp event.
 func natsBus(t *testing.T) (*nats.Conn, chan *nats.Msg) {
 	t.Helper()
-	srv, err := bus.StartEmbedded(bus.EmbedConfig{StoreDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Shutdown)
-	nc, err := bus.Connect("test", "", srv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
+	nc := testenv.NATS(t)
 	ch := make(chan *nats.Msg, 1024)
 	if _, err := nc.ChanSubscribe(event.SubjectPrefix+"."+Name+".>", ch); err != nil {
 		t.Fatal(err)

@@ -15,27 +15,13 @@ import (
 	"routerd.dev/proto/event"
 	"routerd.dev/shared/apierr"
 	"routerd.dev/shared/bus"
+	"routerd.dev/shared/testenv"
 )
-
-func embedded(t *testing.T) *nats.Conn {
-	t.Helper()
-	srv, err := bus.StartEmbedded(bus.EmbedConfig{StoreDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Shutdown)
-	nc, err := bus.Connect("test", "", srv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	return nc
-}
 
 // Run serves the endpoints until its context ends and then takes the
 // service off the bus: a caller gets the 503 of a subject nobody serves.
 func TestRunServesUntilContextEnds(t *testing.T) {
-	nc := embedded(t)
+	nc := testenv.NATS(t)
 	const subject = "router.test.things.get"
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -76,7 +62,7 @@ func TestRunServesUntilContextEnds(t *testing.T) {
 // Send returns what Publish would log: a payload that cannot be encoded,
 // or a connection that is gone.
 func TestSendReportsFailures(t *testing.T) {
-	nc := embedded(t)
+	nc := testenv.NATS(t)
 	sub, err := nc.SubscribeSync(event.Subject("test", ">"))
 	if err != nil {
 		t.Fatal(err)
@@ -111,7 +97,7 @@ func TestSendReportsFailures(t *testing.T) {
 // An answer over NATS's maximum payload reaches the caller as a 500 that
 // says so, not as a service that never answered.
 func TestOversizedAnswerIsA500(t *testing.T) {
-	nc := embedded(t)
+	nc := testenv.NATS(t)
 	const subject = "router.test.things.list"
 	big := strings.Repeat("x", int(nc.MaxPayload()))
 	ctx, cancel := context.WithCancel(context.Background())

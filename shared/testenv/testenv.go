@@ -28,7 +28,28 @@ type Env struct {
 func Start(t testing.TB) *Env {
 	t.Helper()
 	dir := t.TempDir()
-	ns, err := bus.StartEmbedded(bus.EmbedConfig{StoreDir: dir + "/nats"})
+	ns, nc := startNATS(t, dir+"/nats")
+	e, err := store.StartEmbedded(context.Background(), store.EmbedConfig{Dir: dir + "/etcd"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Close)
+	kv := e.Client()
+	t.Cleanup(func() { kv.Close() })
+	return &Env{NATS: ns, NC: nc, Etcd: e, KV: kv}
+}
+
+// NATS starts an embedded NATS server alone and connects to it, for tests
+// that need the bus but no etcd.
+func NATS(t testing.TB) *nats.Conn {
+	t.Helper()
+	_, nc := startNATS(t, t.TempDir())
+	return nc
+}
+
+func startNATS(t testing.TB, dir string) (*server.Server, *nats.Conn) {
+	t.Helper()
+	ns, err := bus.StartEmbedded(bus.EmbedConfig{StoreDir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,14 +59,7 @@ func Start(t testing.TB) *Env {
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
-	e, err := store.StartEmbedded(context.Background(), store.EmbedConfig{Dir: dir + "/etcd"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(e.Close)
-	kv := e.Client()
-	t.Cleanup(func() { kv.Close() })
-	return &Env{NATS: ns, NC: nc, Etcd: e, KV: kv}
+	return ns, nc
 }
 
 // Log returns a logger that writes through t.Log, so output shows only for
