@@ -12,6 +12,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -34,8 +35,8 @@ type Options struct {
 	// Listener, when set, is used for the API instead of listening on the
 	// configured address (tests pass one on port 0).
 	Listener net.Listener
-	// Ready is called with the API address once the API listens (services
-	// may still be starting: the first requests can get 503).
+	// Ready is called with the API address once the API listens and the
+	// services this process runs have registered (or readyWait passed).
 	Ready func(apiAddr string)
 }
 
@@ -86,7 +87,9 @@ func Run(ctx context.Context, cfg config.Config, opt Options) error {
 	}
 
 	g, gctx := errgroup.WithContext(ctx)
+	var started []string
 	run := func(name string, f func(context.Context) error) {
+		started = append(started, name)
 		g.Go(func() error {
 			if err := f(gctx); err != nil && !errors.Is(err, context.Canceled) {
 				return fmt.Errorf("%s: %w", name, err)
@@ -126,6 +129,17 @@ func Run(ctx context.Context, cfg config.Config, opt Options) error {
 		svc := system.New(system.Deps{NC: nc, Log: log.With("service", system.Name)})
 		run(system.Name, svc.Run)
 	}
+	// Wait for the services this process started to register on the bus
+	// (netcfg restores routes first; dhcp takes its host lock), so that
+	// the first answers the API gives are whole. A service in standby
+	// behind another host's lock never registers: after the bound the
+	// API opens anyway and /status shows it stopped.
+	wctx, cancel := context.WithTimeout(gctx, readyWait)
+	if missing := bus.WaitUp(wctx, nc, started...); len(missing) > 0 && gctx.Err() == nil {
+		log.Warn("services not registered yet; opening the API anyway", "services", missing, "waited", readyWait)
+	}
+	cancel()
+
 	if cfg.Runs("gateway") {
 		if cfg.APIKey == "" {
 			log.Warn("api_key is empty: the API refuses every request until one is configured")
@@ -155,6 +169,10 @@ func Run(ctx context.Context, cfg config.Config, opt Options) error {
 	}
 	return g.Wait()
 }
+
+// readyWait bounds how long Run waits for its services before opening the
+// API.
+const readyWait = 20 * time.Second
 
 func orInProcess(listen string) string {
 	if listen == "" {

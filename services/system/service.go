@@ -6,14 +6,12 @@ package system
 
 import (
 	"context"
-	"encoding/json"
 	"log/slog"
 	"net/http"
 	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/micro"
 
 	"routerd.dev/proto"
 	pb "routerd.dev/proto/bus"
@@ -118,22 +116,12 @@ func (s *Service) ask(ctx context.Context, subject string, out any) bool {
 	return true
 }
 
-// serviceState asks micro's discovery whether any instance of name is up:
-// "running" when one answers the ping, "stopped" otherwise.
+// serviceState asks micro's discovery whether any instance of name is up.
 func (s *Service) serviceState(name string) string {
-	subj, err := micro.ControlSubject(micro.PingVerb, name, "")
-	if err != nil {
-		return "unknown"
+	if bus.Up(s.deps.NC, name, 300*time.Millisecond) {
+		return "running"
 	}
-	msg, err := s.deps.NC.Request(subj, nil, 300*time.Millisecond)
-	if err != nil {
-		return "stopped"
-	}
-	var ping micro.Ping
-	if json.Unmarshal(msg.Data, &ping) != nil {
-		return "unknown"
-	}
-	return "running"
+	return "stopped"
 }
 
 // Endpoints are the service's operations by subject; Run serves them on the

@@ -1,0 +1,46 @@
+package bus
+
+import (
+	"context"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+)
+
+// Up reports whether any instance of the named service answers micro's
+// discovery ping within timeout.
+func Up(nc *nats.Conn, name string, timeout time.Duration) bool {
+	subj, err := micro.ControlSubject(micro.PingVerb, name, "")
+	if err != nil {
+		return false
+	}
+	_, err = nc.Request(subj, nil, timeout)
+	return err == nil
+}
+
+// WaitUp waits until every named service answers discovery or ctx ends,
+// and returns the names still not up. A process that starts several
+// services uses it so that it announces itself ready only when the API
+// can answer from all of them, not with the half-empty status of a
+// service still restoring its state.
+func WaitUp(ctx context.Context, nc *nats.Conn, names ...string) (missing []string) {
+	pending := append([]string(nil), names...)
+	for {
+		still := pending[:0]
+		for _, n := range pending {
+			if !Up(nc, n, 200*time.Millisecond) {
+				still = append(still, n)
+			}
+		}
+		pending = still
+		if len(pending) == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return pending
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
