@@ -97,7 +97,32 @@ type listener struct {
 	stop       context.CancelFunc
 	log        *slog.Logger
 	paced      chan outMsg
+	bucket     *bucket // paces every answer the listener sends
+	received   atomic.Uint64 // datagrams read from the socket
 	shed       atomic.Uint64 // requests dropped for waiting too long in the queue
+}
+
+// ListenerStats counts one listener's traffic since it opened.
+type ListenerStats struct {
+	Listener string `json:"listener"` // "4|iface", "6|iface"
+	Received uint64 `json:"received"`
+	// Shed counts requests dropped unanswered because they had waited
+	// over a second in the socket queue: the engine was overloaded.
+	Shed uint64 `json:"shed"`
+}
+
+// Listeners returns the DHCP listeners' counters, sorted by listener.
+func (e *Engine) Listeners() []ListenerStats {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out []ListenerStats
+	for k, l := range e.listeners {
+		if l.sock != nil {
+			out = append(out, ListenerStats{Listener: k, Received: l.received.Load(), Shed: l.shed.Load()})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Listener < out[j].Listener })
+	return out
 }
 
 type outMsg struct {

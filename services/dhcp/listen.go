@@ -70,6 +70,7 @@ func (e *Engine) reconcileListeners(ctx context.Context) {
 func (e *Engine) goServe(ctx context.Context, l *listener, fn func(*listener)) {
 	l.log = e.log
 	l.paced = make(chan outMsg, 1<<14)
+	l.bucket = newBucket(paceRate, paceBurst)
 	e.wg.Add(3)
 	go func() { defer e.wg.Done(); l.pace(ctx) }()
 	go func() { defer e.wg.Done(); defer l.sock.release(); fn(l) }()
@@ -96,8 +97,9 @@ const (
 	// can still be used. Clients retransmit after about 4 s (DHCPv4) or
 	// 1 s (DHCPv6 SOLICIT); a relay waits less.
 	maxQueueAge = time.Second
-	// Committed answers leave at up to paceRate a second, in bursts of at
-	// most paceBurst, the pacer sleeping at least paceGap at a time.
+	// A listener's answers leave at up to paceRate a second (20,000
+	// four-message exchanges), in bursts of at most paceBurst, a sender
+	// sleeping at least paceGap at a time (see bucket).
 	paceRate  = 40000
 	paceBurst = 64
 	paceGap   = 200 * time.Microsecond
@@ -114,6 +116,7 @@ func (l *listener) receive(bufSize int, fn func(b []byte, src netip.AddrPort, ou
 		if err != nil {
 			continue // EAGAIN (the poll timeout), EINTR
 		}
+		l.received.Add(uint64(n))
 		stale := time.Now().Add(-maxQueueAge)
 		for i := 0; i < n; i++ {
 			if t := in.received(i); !t.IsZero() && t.Before(stale) {
@@ -142,45 +145,27 @@ func (o *outBatch) add(l *listener, b []byte, dst netip.AddrPort) {
 }
 
 func (o *outBatch) flush(l *listener) {
-	if o.n == 0 {
-		return
-	}
-	if err := o.s.sendAll(o.r, o.n); err != nil {
-		l.log.Debug("send answers", "iface", l.iface, "err", err)
+	for off := 0; off < o.n; off += paceBurst {
+		k := min(paceBurst, o.n-off)
+		l.bucket.take(k)
+		if err := o.s.sendAll(o.r, off, off+k); err != nil {
+			l.log.Debug("send answers", "iface", l.iface, "err", err)
+		}
 	}
 	clear(o.r.buf[:o.n]) // drop references to the answers
 	o.n = 0
 }
 
-// pace sends the answers released by one group commit without flooding the
-// link: a commit releases every answer it held at once, and a burst of
-// hundreds of datagrams overruns a client-side socket buffer (a relay's, or
-// perfdhcp's) that a steady stream would not. Answers keep their order.
-//
-// It is a token bucket on real time, not a fixed count per sleep: a sleep
-// overshoots (under a CPU quota by whole scheduling periods), and the
-// time it overshot is credited as answers that may go at once. Counting
-// sleeps instead cut the rate to a fraction exactly when the engine was
-// busiest; measured under a half-core quota, that alone made 9-19% of the
-// DHCPv6 answers late.
+// pace sends the answers released by group commits, through the
+// listener's bucket like every other answer.
 func (l *listener) pace(ctx context.Context) {
-	tokens, last := float64(paceBurst), time.Now()
-	refill := func() {
-		now := time.Now()
-		tokens = min(paceBurst, tokens+now.Sub(last).Seconds()*paceRate)
-		last = now
-	}
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case m := <-l.paced:
-			if refill(); tokens < 1 {
-				time.Sleep(max(paceGap, time.Duration((1-tokens)/paceRate*float64(time.Second))))
-				refill()
-			}
+			l.bucket.take(1)
 			l.send(m.b, m.dst)
-			tokens--
 		}
 	}
 }

@@ -514,6 +514,8 @@ type Status struct {
 	// Leases counts leases by kind and state, e.g. "v4/bound".
 	Leases map[string]int `json:"leases"`
 	Events EventStats     `json:"events"`
+	// Listeners counts each DHCP socket's requests and those shed.
+	Listeners []ListenerStats `json:"listeners"`
 }
 
 func (s *Service) status(ctx context.Context, req *pb.Request) (int, any, error) {
@@ -529,7 +531,7 @@ func (s *Service) status(ctx context.Context, req *pb.Request) (int, any, error)
 	sizes := map[string]int{"networks": len(c.Networks), "networks6": len(c.Networks6),
 		"clients": len(c.Clients), "services": len(c.Services), "pinned": len(c.PD.Pinned)}
 	c.Clients, c.Services, c.PD.Pinned = nil, nil, nil
-	return http.StatusOK, Status{Config: s.State(), InForce: c, Counts: sizes, Leases: counts, Events: s.events.Stats()}, nil
+	return http.StatusOK, Status{Config: s.State(), InForce: c, Counts: sizes, Leases: counts, Events: s.events.Stats(), Listeners: eng.Listeners()}, nil
 }
 
 // Endpoints are the service's operations by subject.

@@ -336,6 +336,16 @@ func TestServiceOnTheBus(t *testing.T) {
 	if st.Events.Dropped != 0 || st.Events.Failed != 0 {
 		t.Errorf("events: %+v", st.Events)
 	}
+	// The v4 socket counted the exchanges above, and shed none.
+	var v4sock *ListenerStats
+	for i, l := range st.Listeners {
+		if strings.HasPrefix(l.Listener, "4|") {
+			v4sock = &st.Listeners[i]
+		}
+	}
+	if v4sock == nil || v4sock.Received < 6 || v4sock.Shed != 0 {
+		t.Errorf("listeners: %+v, want the v4 socket with at least 6 requests received, none shed", st.Listeners)
+	}
 	if got := evs.find(event.DeviceUnknown, mac); len(got) != 1 {
 		t.Errorf("device.unknown published %d times for one device within the minute, want 1", len(got))
 	}

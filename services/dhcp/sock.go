@@ -230,11 +230,11 @@ func (s *udpSock) setDest(r *ring, i int, dst netip.AddrPort) uint32 {
 	return unix.SizeofSockaddrInet6
 }
 
-// sendAll sends the n datagrams queued in r with as few sendmmsg calls as
+// sendAll sends datagrams from..n-1 queued in r with as few sendmmsg calls as
 // the kernel allows; a datagram it refuses is skipped (the client retries).
-func (s *udpSock) sendAll(r *ring, n int) error {
+func (s *udpSock) sendAll(r *ring, from, n int) error {
 	var first error
-	for off := 0; off < n; {
+	for off := from; off < n; {
 		k, _, errno := unix.Syscall6(unix.SYS_SENDMMSG, uintptr(s.fd), uintptr(unsafe.Pointer(&r.h[off])), uintptr(n-off), 0, 0, 0)
 		switch {
 		case errno == unix.EINTR:

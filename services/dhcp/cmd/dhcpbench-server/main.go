@@ -127,6 +127,16 @@ func run(ctx context.Context, ns, iface, resIface string, nres int, dir string, 
 	}
 	fmt.Fprintf(os.Stderr, "dhcpbench-server: %d reservations loaded in %v, serving %s in %s, etcd %s\n",
 		len(cfg.Clients), time.Since(t0).Round(time.Millisecond), iface, ns, etcd.ClientURL)
+	// The listeners' counters are read as the run ends (they go with the
+	// listeners when Run returns).
+	go func() {
+		<-ctx.Done()
+		for _, l := range eng.Listeners() {
+			if l.Received > 0 {
+				fmt.Fprintf(os.Stderr, "dhcpbench-server: %s received %d shed %d\n", l.Listener, l.Received, l.Shed)
+			}
+		}
+	}()
 	return eng.Run(ctx)
 }
 
