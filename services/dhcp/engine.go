@@ -97,7 +97,7 @@ type listener struct {
 	stop       context.CancelFunc
 	log        *slog.Logger
 	paced      chan outMsg
-	bucket     *bucket // paces every answer the listener sends
+	bucket     *bucket       // paces every answer the listener sends
 	received   atomic.Uint64 // datagrams read from the socket
 	shed       atomic.Uint64 // requests dropped for waiting too long in the queue
 }
