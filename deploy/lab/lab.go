@@ -6,11 +6,19 @@
 package lab
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"os/exec"
 	"strings"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"routerd.dev/services/dhcp"
+	dhcpconfig "routerd.dev/services/dhcp/config"
+	"routerd.dev/shared/store"
 )
 
 // Topology names the lab's namespaces and addresses.
@@ -99,4 +107,42 @@ func (t Topology) Teardown() {
 	for _, n := range []string{t.Router(), t.Subscriber(), t.Uplink()} {
 		_ = exec.Command("ip", "netns", "del", n).Run()
 	}
+}
+
+// DHCP is the DHCP configuration the lab starts with: the subscriber port
+// served on both families (pool 10.77.0.100-199, DHCPv6 addresses from
+// the /64 and /56 prefixes delegated from 2001:db8:7700::/40), so that a
+// client in the subscriber namespace gets addresses at once, e.g.
+//
+//	ip netns exec rtrlab-sub udhcpc -i eth0 -n -q -f
+func DHCP() dhcpconfig.Config {
+	return dhcpconfig.Config{
+		Networks: []dhcpconfig.Network{{
+			Iface: SubscriberPort, Gateway: addr(SubGateway4), Prefix: netip.MustParsePrefix(SubGateway4).Masked(),
+			PoolStart: netip.MustParseAddr("10.77.0.100"), PoolEnd: netip.MustParseAddr("10.77.0.199"),
+			Label: "lab subscribers",
+		}},
+		Networks6: []dhcpconfig.Network6{{
+			Iface: SubscriberPort, Gateway: addr(SubGateway6), Prefix: netip.MustParsePrefix(SubGateway6).Masked(),
+		}},
+		PD: dhcpconfig.PD{
+			Pool: netip.MustParsePrefix("2001:db8:7700::/40"), Len: 56,
+			Slices: map[string]dhcpconfig.Slice{SubscriberPort: {Index: 0, Size: 256}},
+		},
+		DNS: dhcpconfig.DNS{Domain: "lab.example"},
+	}
+}
+
+func addr(prefix string) netip.Addr { return netip.MustParsePrefix(prefix).Addr() }
+
+// Seed stores the lab's starting configuration where none is stored yet,
+// so a lab restarted with the same state directory keeps what the
+// operator changed.
+func Seed(ctx context.Context, kv *clientv3.Client) error {
+	st := store.New(kv, dhcp.Name)
+	key := st.Key(dhcp.ConfigDoc)
+	if _, err := st.Txn().IfAbsent(key).Put(key, DHCP()).Commit(ctx); err != nil && !errors.Is(err, store.ErrConflict) {
+		return fmt.Errorf("lab: storing the dhcp configuration: %w", err)
+	}
+	return nil
 }

@@ -38,6 +38,9 @@ type Options struct {
 	// Ready is called with the API address once the API listens and the
 	// services this process runs have registered (or readyWait passed).
 	Ready func(apiAddr string)
+	// Seed, when set, runs once the store is reachable and before any
+	// service starts (the lab stores its starting configuration).
+	Seed func(ctx context.Context, kv *clientv3.Client) error
 }
 
 // Run starts everything cfg selects and blocks until ctx ends or a service
@@ -84,6 +87,11 @@ func Run(ctx context.Context, cfg config.Config, opt Options) error {
 			return err
 		}
 		defer kv.Close()
+		if opt.Seed != nil {
+			if err := opt.Seed(ctx, kv); err != nil {
+				return err
+			}
+		}
 	}
 
 	g, gctx := errgroup.WithContext(ctx)

@@ -89,11 +89,15 @@ func run() error {
 	if err := cfg.Validate(); err != nil && port != 0 {
 		return err
 	}
-	return node.Run(ctx, cfg, node.Options{Log: log, Ready: func(apiAddr string) {
+	opt := node.Options{Log: log, Ready: func(apiAddr string) {
 		if *labMode && apiAddr != "" {
 			printLabBanner(apiAddr, cfg.APIKey, lab.Topology{Prefix: *labPrefix})
 		}
-	}})
+	}}
+	if *labMode {
+		opt.Seed = lab.Seed
+	}
+	return node.Run(ctx, cfg, opt)
 }
 
 func printLabBanner(addr, key string, t lab.Topology) {
@@ -104,6 +108,7 @@ routerd lab is running.
   Try:      curl -s -H 'X-API-Key: %[2]s' http://%[1]s/status
   Router namespace:     ip netns exec %[3]s ip addr
   Subscriber namespace: ip netns exec %[4]s bash
+  DHCP from it:         ip netns exec %[4]s udhcpc -i eth0 -n -q -f -s /bin/true
   Uplink namespace:     ip netns exec %[5]s bash
 Press Ctrl-C to stop; the lab's namespaces are removed on exit.
 `, addr, key, t.Router(), t.Subscriber(), t.Uplink())

@@ -61,7 +61,36 @@ const (
 	// MinDelayBetweenRAs is MIN_DELAY_BETWEEN_RAS: multicast advertisements
 	// on one interface are at least this far apart.
 	MinDelayBetweenRAs = 3 * time.Second
+	// MaxInitialAdverts and MaxInitialInterval are
+	// MAX_INITIAL_RTR_ADVERTISEMENTS and MAX_INITIAL_RTR_ADVERT_INTERVAL:
+	// after each of the first advertisements the next comes within 16 s.
+	MaxInitialAdverts  = 3
+	MaxInitialInterval = 16 * time.Second
 )
+
+// nextInterval is the time from the n-th advertisement since the interface
+// started advertising (or its configuration last changed; n counts from 1)
+// to the next periodic one (RFC 4861 6.2.4). It is drawn uniformly between
+// MinRtrAdvInterval and max, the configured interval (MaxRtrAdvInterval),
+// so routers on one link do not fall into step; after the first
+// MaxInitialAdverts it is at most MaxInitialInterval, so a host that missed
+// the first hears the router soon rather than after half an hour.
+// MinRtrAdvInterval is the RFC's default: a third of max when max is 9 s or
+// more, otherwise max. rnd(d) returns a duration in [0, d).
+func nextInterval(max time.Duration, n int, rnd func(time.Duration) time.Duration) time.Duration {
+	lo := max
+	if max >= 9*time.Second {
+		lo = max * 33 / 100
+	}
+	d := lo
+	if max > lo {
+		d += rnd(max - lo + 1)
+	}
+	if n <= MaxInitialAdverts && d > MaxInitialInterval {
+		d = MaxInitialInterval
+	}
+	return d
+}
 
 // Advertiser sends advertisements on one interface.
 type Advertiser struct {
@@ -156,12 +185,15 @@ func (a *Advertiser) interval() time.Duration {
 // 6.2.5; it goes out at once, outside the rate limit, as the router is
 // leaving). Every advertisement is multicast and goes through one
 // schedule, so periodic, solicited and updated ones share the rate limit.
+// The periodic interval is random (nextInterval); the first few after the
+// start or a change come within 16 s.
 func (a *Advertiser) Run(ctx context.Context) {
 	defer a.conn.Close()
 	go a.answer(ctx)
 	var s schedule
+	n := 1
 	a.send(false)
-	s.sent(time.Now(), a.interval())
+	s.sent(time.Now(), nextInterval(a.interval(), n, rand.N[time.Duration]))
 	t := time.NewTimer(time.Until(s.due()))
 	defer t.Stop()
 	for {
@@ -172,9 +204,11 @@ func (a *Advertiser) Run(ctx context.Context) {
 		case <-t.C:
 			if now := time.Now(); !now.Before(s.due()) {
 				a.send(false)
-				s.sent(now, a.interval())
+				n++
+				s.sent(now, nextInterval(a.interval(), n, rand.N[time.Duration]))
 			}
 		case <-a.upd:
+			n = 0 // what is advertised changed: the next ones come soon again
 			s.updated(time.Now())
 		case <-a.rs:
 			s.solicited(time.Now(), rand.N(MaxRADelay))

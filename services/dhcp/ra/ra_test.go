@@ -2,6 +2,7 @@ package ra
 
 import (
 	"encoding/binary"
+	"math/rand/v2"
 	"net"
 	"net/netip"
 	"testing"
@@ -103,5 +104,35 @@ func TestSchedule(t *testing.T) {
 				t.Errorf("due at %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+// The periodic interval is drawn between a third of the configured one and
+// the configured one, and the first few are cut to 16 s (RFC 4861 6.2.4).
+func TestNextInterval(t *testing.T) {
+	lowest := func(time.Duration) time.Duration { return 0 }
+	highest := func(d time.Duration) time.Duration { return d - 1 }
+	for _, tc := range []struct {
+		max  time.Duration
+		n    int
+		rnd  func(time.Duration) time.Duration
+		want time.Duration
+	}{
+		{600 * time.Second, 4, lowest, 198 * time.Second},
+		{600 * time.Second, 4, highest, 600 * time.Second},
+		{600 * time.Second, 1, lowest, 16 * time.Second},
+		{600 * time.Second, 3, highest, 16 * time.Second},
+		{30 * time.Second, 2, lowest, 9900 * time.Millisecond},
+		{4 * time.Second, 1, highest, 4 * time.Second}, // under 9 s: fixed
+		{4 * time.Second, 9, lowest, 4 * time.Second},
+	} {
+		if got := nextInterval(tc.max, tc.n, tc.rnd); got != tc.want {
+			t.Errorf("nextInterval(%v, %d) = %v, want %v", tc.max, tc.n, got, tc.want)
+		}
+	}
+	for range 1000 {
+		if d := nextInterval(600*time.Second, 5, rand.N[time.Duration]); d < 198*time.Second || d > 600*time.Second {
+			t.Fatalf("interval %v outside [198 s, 600 s]", d)
+		}
 	}
 }
