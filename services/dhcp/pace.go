@@ -28,22 +28,24 @@ type bucket struct {
 	burst  float64
 	tokens float64 // negative: debt
 	last   time.Time
+	now    func() time.Time
+	sleep  func(time.Duration)
 }
 
 func newBucket(rate, burst float64) *bucket {
-	return &bucket{rate: rate, burst: burst, tokens: burst, last: time.Now()}
+	return &bucket{rate: rate, burst: burst, tokens: burst, last: time.Now(), now: time.Now, sleep: time.Sleep}
 }
 
 // take spends n tokens, sleeping off any debt of paceGap or more.
 func (b *bucket) take(n int) {
 	b.mu.Lock()
-	now := time.Now()
+	now := b.now()
 	b.tokens = min(b.burst, b.tokens+now.Sub(b.last).Seconds()*b.rate)
 	b.last = now
 	b.tokens -= float64(n)
 	debt := time.Duration(-b.tokens / b.rate * float64(time.Second))
 	b.mu.Unlock()
 	if debt >= paceGap {
-		time.Sleep(debt)
+		b.sleep(debt)
 	}
 }
