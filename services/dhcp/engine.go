@@ -165,6 +165,7 @@ func New(cfg config.Config, d Deps) (*Engine, error) {
 		return nil, err
 	}
 	e.com = lease.NewCommitter(d.Store, d.MaxBatch, d.Log)
+	e.com.Gather, e.com.GatherBelow = commitGather, commitGatherBelow
 	return e, nil
 }
 

@@ -100,9 +100,14 @@ const (
 	// A listener's answers leave at up to paceRate a second (20,000
 	// four-message exchanges), in bursts of at most paceBurst, a sender
 	// sleeping at least paceGap at a time (see bucket).
-	paceRate  = 40000
-	paceBurst = 64
-	paceGap   = 200 * time.Microsecond
+	paceRate = 40000
+	// A group commit of fewer than commitGatherBelow leases waits up to
+	// commitGather for more (see lease.Committer): an answer is that much
+	// later, and a lone lease no longer pays a commit's fixed cost alone.
+	commitGather      = 2 * time.Millisecond
+	commitGatherBelow = 32
+	paceBurst         = 64
+	paceGap           = 200 * time.Microsecond
 )
 
 // receive reads datagrams in batches and hands each to fn with its payload

@@ -63,6 +63,39 @@ func TestCommitterGroups(t *testing.T) {
 	}
 }
 
+// A small batch waits for more writes (up to GatherBelow) before it is
+// committed, and a lone write still goes once Gather has passed.
+func TestCommitterGathers(t *testing.T) {
+	st := lease.NewMemStore()
+	c := lease.NewCommitter(st, 0, slog.Default())
+	c.Gather, c.GatherBelow = time.Hour, 3 // only the count can end the wait
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go c.Run(ctx)
+	var wg sync.WaitGroup
+	for i := range 3 {
+		wg.Add(1)
+		c.Submit([]lease.Op{lease.Put(mk(i))}, func(err error) {
+			if err != nil {
+				t.Error(err)
+			}
+			wg.Done()
+		})
+		time.Sleep(10 * time.Millisecond) // arrive one by one
+	}
+	wg.Wait()
+	if st.Applies != 1 {
+		t.Errorf("Applies = %d, want 1: three writes arriving one by one gathered", st.Applies)
+	}
+
+	c2 := lease.NewCommitter(lease.NewMemStore(), 0, slog.Default())
+	c2.Gather, c2.GatherBelow = 5*time.Millisecond, 100
+	go c2.Run(ctx)
+	if err := c2.Do(ctx, []lease.Op{lease.Put(mk(1))}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestCommitterStopped(t *testing.T) {
 	c := lease.NewCommitter(lease.NewMemStore(), 0, slog.Default())
 	ctx, cancel := context.WithCancel(context.Background())
