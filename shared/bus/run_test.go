@@ -124,3 +124,25 @@ func TestOversizedAnswerIsA500(t *testing.T) {
 		t.Errorf("reply %d %s, want a 500 saying the answer is too large", rep.Status, rep.Body)
 	}
 }
+
+// WaitUp returns once the named services answer discovery, and names those
+// that never do when its context ends.
+func TestWaitUp(t *testing.T) {
+	nc := testenv.NATS(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		time.Sleep(200 * time.Millisecond) // registers after WaitUp started
+		_ = bus.Run(ctx, nc, bus.ServiceConfig{Name: "late", Version: "1.0.0"})
+	}()
+	wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
+	defer wcancel()
+	if missing := bus.WaitUp(wctx, nc, "late"); missing != nil {
+		t.Fatalf("missing %v, want none", missing)
+	}
+	short, scancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer scancel()
+	if missing := bus.WaitUp(short, nc, "late", "never"); len(missing) != 1 || missing[0] != "never" {
+		t.Fatalf("missing %v, want [never]", missing)
+	}
+}
