@@ -127,8 +127,9 @@ func run(ctx context.Context, ns, iface, resIface string, nres int, dir string, 
 	}
 	fmt.Fprintf(os.Stderr, "dhcpbench-server: %d reservations loaded in %v, serving %s in %s, etcd %s\n",
 		len(cfg.Clients), time.Since(t0).Round(time.Millisecond), iface, ns, etcd.ClientURL)
-	// The listeners' counters are read as the run ends (they go with the
-	// listeners when Run returns).
+	// The listeners' counters go with the listeners when Run returns, so
+	// they are read on the signal, before the engine is told to stop.
+	runCtx, stopEngine := context.WithCancel(context.Background())
 	go func() {
 		<-ctx.Done()
 		for _, l := range eng.Listeners() {
@@ -136,8 +137,9 @@ func run(ctx context.Context, ns, iface, resIface string, nres int, dir string, 
 				fmt.Fprintf(os.Stderr, "dhcpbench-server: %s received %d shed %d\n", l.Listener, l.Received, l.Shed)
 			}
 		}
+		stopEngine()
 	}()
-	return eng.Run(ctx)
+	return eng.Run(runCtx)
 }
 
 func addN(a netip.Addr, n int) netip.Addr {
