@@ -14,11 +14,19 @@ import (
 var ErrHeld = errors.New("store: lock held by another process")
 
 // Lock is an exclusive claim on a name, held while the process lives: a
-// service that owns kernel state takes one so that a second replica refuses
-// to start instead of fighting the first.
+// service that owns kernel state takes one so that a second replica stands
+// by (Hold, Acquire) or refuses to start (TryLock) instead of fighting the
+// first. Holding the claim is enforced on writes, not only assumed: a
+// Store.Fenced(l) writes only while l still holds.
 type Lock struct {
 	session *concurrency.Session
 	mutex   *concurrency.Mutex
+	// key and rev name this claim in etcd: the waiter key concurrency.Mutex
+	// wrote under the lock's prefix and its create revision. They are
+	// copied at acquisition (the mutex clears its own on Unlock) and never
+	// change, so fence reads them without a lock.
+	key string
+	rev int64
 }
 
 // LockTTL is how long a claim outlives a holder that died (or lost etcd).
@@ -39,7 +47,7 @@ func TryLock(ctx context.Context, cli *clientv3.Client, name string) (*Lock, err
 		}
 		return nil, fmt.Errorf("store: lock %s: %w", name, err)
 	}
-	return &Lock{session: s, mutex: m}, nil
+	return newLock(s, m), nil
 }
 
 // Acquire claims /router/locks/<name>, waiting while another process holds
@@ -58,7 +66,20 @@ func Acquire(ctx context.Context, cli *clientv3.Client, name string) (*Lock, err
 		}
 		return nil, fmt.Errorf("store: lock %s: %w", name, err)
 	}
-	return &Lock{session: s, mutex: m}, nil
+	return newLock(s, m), nil
+}
+
+func newLock(s *concurrency.Session, m *concurrency.Mutex) *Lock {
+	owner := m.IsOwner()
+	return &Lock{session: s, mutex: m, key: m.Key(), rev: owner.GetCompare().GetCreateRevision()}
+}
+
+// fence is the condition "this claim still holds": the claim's key exists
+// with the create revision it had when it was acquired. A lapsed claim's key
+// is deleted with its lease, and a new claim is a new key, so the compare
+// fails from the moment another process could hold the lock.
+func (l *Lock) fence() clientv3.Cmp {
+	return clientv3.Compare(clientv3.CreateRevision(l.key), "=", l.rev)
 }
 
 func newSession(ctx context.Context, cli *clientv3.Client) (*concurrency.Session, error) {

@@ -24,6 +24,11 @@ var ErrNotFound = errors.New("store: not found")
 // ErrConflict is returned by Commit when a compared key changed meanwhile.
 var ErrConflict = errors.New("store: document changed concurrently")
 
+// ErrLockLost is returned by a fenced store's Commit when the lock it is
+// fenced by no longer holds (it lapsed or was released, and another process
+// may hold it now): the transaction wrote nothing.
+var ErrLockLost = errors.New("store: the lock fencing this store is no longer held")
+
 // BrokenError lists stored documents that no longer parse. The API shows
 // them in broken_data_files so an operator knows what to repair.
 type BrokenError struct{ Keys []string }
@@ -45,6 +50,8 @@ func (e *BrokenError) BrokenDocuments() []string {
 type Store struct {
 	cli    *clientv3.Client
 	prefix string
+	// fence, when set, is the lock every write is conditional on (Fenced).
+	fence *Lock
 }
 
 // New returns a store whose keys live under /router/<service>/.
@@ -52,7 +59,21 @@ func New(cli *clientv3.Client, service string) *Store {
 	return &Store{cli: cli, prefix: Root + service + "/"}
 }
 
+// Fenced returns a store on the same prefix whose every write holds only
+// while l does: each Txn's Commit also compares, in the same etcd
+// transaction, that l's claim key still exists with the create revision it
+// was acquired at, and fails with ErrLockLost, writing nothing, when it does
+// not. A holder whose lock lapsed while it was busy (a long pause, etcd
+// unreachable for LockTTL) therefore cannot overwrite what the new holder
+// writes. s itself stays unfenced.
+func (s *Store) Fenced(l *Lock) *Store {
+	f := *s
+	f.fence = l
+	return &f
+}
+
 // Client is the underlying etcd client (for leases, locks and watches).
+// Writes made on it directly bypass the fence of a Fenced store.
 func (s *Store) Client() *clientv3.Client { return s.cli }
 
 // Key returns the full key of a document path inside the service prefix.
@@ -159,16 +180,35 @@ func (t *Txn) Delete(key string) *Txn {
 }
 
 // Commit applies every write when every condition holds; otherwise it writes
-// nothing and returns ErrConflict. It returns the new store revision.
+// nothing and returns ErrConflict, or ErrLockLost when the store is fenced
+// and its lock no longer holds. It returns the new store revision.
 func (t *Txn) Commit(ctx context.Context) (int64, error) {
 	if t.err != nil {
 		return 0, t.err
 	}
-	resp, err := t.s.cli.Txn(ctx).If(t.cmps...).Then(t.ops...).Commit()
+	l := t.s.fence
+	if l == nil {
+		resp, err := t.s.cli.Txn(ctx).If(t.cmps...).Then(t.ops...).Commit()
+		if err != nil {
+			return 0, fmt.Errorf("store: commit: %w", err)
+		}
+		if !resp.Succeeded {
+			return 0, ErrConflict
+		}
+		return resp.Header.Revision, nil
+	}
+	// The claim key is read in the Else branch so that a failed commit says
+	// which condition failed as of the transaction's own revision, not of a
+	// later read.
+	cmps := append(append(make([]clientv3.Cmp, 0, len(t.cmps)+1), t.cmps...), l.fence())
+	resp, err := t.s.cli.Txn(ctx).If(cmps...).Then(t.ops...).Else(clientv3.OpGet(l.key)).Commit()
 	if err != nil {
 		return 0, fmt.Errorf("store: commit: %w", err)
 	}
 	if !resp.Succeeded {
+		if kvs := resp.Responses[0].GetResponseRange().GetKvs(); len(kvs) != 1 || kvs[0].CreateRevision != l.rev {
+			return 0, ErrLockLost
+		}
 		return 0, ErrConflict
 	}
 	return resp.Header.Revision, nil
