@@ -109,8 +109,6 @@ type appliedDoc struct {
 	Config   config.Config `json:"config"`
 }
 
-var errLockLost = errors.New("dhcp: the host lock lapsed (etcd unreachable?)")
-
 // NewService builds the service; nothing runs until Run.
 func NewService(d ServiceDeps) (*Service, error) {
 	if d.NC == nil || d.KV == nil || d.NS == nil {
@@ -127,56 +125,21 @@ func NewService(d ServiceDeps) (*Service, error) {
 		events: newBusEvents(pub, d.Log, d.Now, d.EventBuffer, d.UnknownDeviceWindow, d.EventReport)}, nil
 }
 
-// Run takes the host lock (standing by while another engine holds it),
-// serves until ctx ends, and releases the lock.
+// Run serves while it holds the host lock, standing by while another
+// engine holds it and again after losing it (store.Hold), until ctx ends.
 func (s *Service) Run(ctx context.Context) error {
 	evCtx, stopEvents := context.WithCancel(context.WithoutCancel(ctx))
 	evDone := make(chan struct{})
 	go func() { s.events.Run(evCtx); close(evDone) }()
 	defer func() { stopEvents(); <-evDone }()
 
-	name := Name + "/" + lockName(s.d.NS)
-	for {
-		lock, err := s.lock(ctx, name)
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			return err
-		}
-		err = s.serve(ctx, lock)
-		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		_ = lock.Unlock(uctx)
-		cancel()
-		switch {
-		case ctx.Err() != nil:
-			return err
-		case errors.Is(err, errLockLost):
-			s.d.Log.Error("dhcp stopped serving: its host lock lapsed; standing by to take over again", "lock", name)
-		default:
-			return err
-		}
-	}
-}
-
-func (s *Service) lock(ctx context.Context, name string) (*store.Lock, error) {
-	l, err := store.TryLock(ctx, s.d.KV, name)
-	if errors.Is(err, store.ErrHeld) {
-		s.d.Log.Warn("another dhcp engine serves this host; standing by until it stops", "lock", name)
-		if l, err = store.Acquire(ctx, s.d.KV, name); err == nil {
-			s.d.Log.Info("dhcp took over serving this host", "lock", name)
-		}
-	}
-	if err != nil {
-		return nil, fmt.Errorf("dhcp: %w", err)
-	}
-	return l, nil
+	return store.Hold(ctx, s.d.KV, Name+"/"+lockName(s.d.NS), s.d.Log, s.serve)
 }
 
 // serve is one term as the host's engine: load the configuration, run the
 // engine, follow the stored configuration and answer on the bus until ctx
-// ends or the lock lapses.
-func (s *Service) serve(ctx context.Context, lock *store.Lock) error {
+// ends, which store.Hold does the moment the lock lapses.
+func (s *Service) serve(ctx context.Context, _ *store.Lock) error {
 	cfg, from, err := s.loadConfig(ctx)
 	if err != nil {
 		return err
@@ -203,14 +166,6 @@ func (s *Service) serve(ctx context.Context, lock *store.Lock) error {
 			Name: Name, Version: "1.0.0", Description: "DHCPv4, DHCPv6, prefix delegation and router advertisements",
 			Log: s.d.Log, Endpoints: s.Endpoints(),
 		})
-	})
-	g.Go(func() error {
-		select {
-		case <-lock.Lost():
-			return errLockLost
-		case <-gctx.Done():
-			return nil
-		}
 	})
 	return g.Wait()
 }
