@@ -12,7 +12,7 @@ RACE_PKGS := ./gateway/... ./shared/...
 # Everything but the end-to-end module, which runs last against a built binary.
 UNIT_PKGS := $(filter-out ./integration/...,$(PKGS))
 
-.PHONY: all build run test lint unit race e2e bench bench-dhcp deps clean
+.PHONY: all build run test lint unit race e2e bench bench-dhcp deps clean openapi
 
 all: build
 
@@ -58,6 +58,10 @@ bench:
 ## bench-dhcp: our DHCP engine against ISC Kea with perfdhcp, side by side.
 bench-dhcp:
 	bash integration/bench/dhcp/bench.sh
+
+## openapi: regenerate docs/openapi.yaml from the operation table (proto/api).
+openapi:
+	go run ./gateway/cmd/openapi -o docs/openapi.yaml
 
 clean:
 	rm -rf bin

@@ -11,6 +11,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -24,6 +25,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"routerd.dev/proto"
+	"routerd.dev/proto/api"
 	pb "routerd.dev/proto/bus"
 	"routerd.dev/shared/apierr"
 	"routerd.dev/shared/bus"
@@ -43,17 +45,23 @@ type Config struct {
 	NC *nats.Conn
 	// Log is the gateway's logger.
 	Log *slog.Logger
+	// Table is the operation table served; nil is api.Table (tests serve
+	// their own).
+	Table []api.Operation
 }
+
+func errorf(format string, a ...any) error { return fmt.Errorf("gateway: "+format, a...) }
 
 // Gateway is an http.Handler serving the whole API.
 type Gateway struct {
 	cfg     Config
 	mux     *chi.Mux
-	actions map[string]Route
+	actions map[string]*api.Meta
 	forms   []string
 }
 
-// New builds the route tree from Routes.
+// New builds the route tree from the operation table (api.Table unless
+// cfg.Table says otherwise).
 func New(cfg Config) (*Gateway, error) {
 	if cfg.NC == nil {
 		return nil, errors.New("gateway: no bus connection")
@@ -61,30 +69,12 @@ func New(cfg Config) (*Gateway, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
-	g := &Gateway{cfg: cfg, mux: chi.NewMux(), actions: map[string]Route{}}
-	taken := map[string][]string{}
-	for _, rt := range Routes {
-		if rt.Method != AnyOther {
-			taken[rt.Pattern] = append(taken[rt.Pattern], rt.Method)
-			g.mux.Method(rt.Method, rt.Pattern, g.restHandler(rt))
-			g.forms = append(g.forms, rt.Method+" "+rt.Pattern)
-		}
-		if rt.Action != "" {
-			if _, dup := g.actions[rt.Action]; dup {
-				return nil, errors.New("gateway: action " + rt.Action + " routed twice")
-			}
-			g.actions[rt.Action] = rt
-		}
+	if cfg.Table == nil {
+		cfg.Table = api.Table
 	}
-	for _, rt := range Routes {
-		if rt.Method != AnyOther {
-			continue
-		}
-		for _, m := range []string{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"} {
-			if !slices.Contains(taken[rt.Pattern], m) {
-				g.mux.Method(m, rt.Pattern, g.restHandler(rt))
-			}
-		}
+	g := &Gateway{cfg: cfg, mux: chi.NewMux(), actions: map[string]*api.Meta{}}
+	if err := g.mount(cfg.Table); err != nil {
+		return nil, err
 	}
 	g.mux.Handle("/api", http.HandlerFunc(g.actionHandler))
 	g.mux.NotFound(g.usage)
@@ -101,7 +91,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			reason = "no key"
 		}
 		g.cfg.AuthLog.Failure(caller, r, reason)
-		writeError(w, &apierr.Error{Status: http.StatusUnauthorized, Message: authMessage})
+		writeError(w, apierr.New(apierr.KindUnauthorized, authMessage))
 		return
 	}
 	if p := strings.TrimRight(r.URL.Path, "/"); p != r.URL.Path {
@@ -111,7 +101,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r.URL.Path, r.URL.RawPath = p, ""
 	}
 	if r.ContentLength > MaxBody {
-		writeError(w, tooLarge())
+		refuseLarge(w, r)
 		return
 	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, MaxBody+1))
@@ -120,7 +110,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if len(body) > MaxBody {
-		writeError(w, tooLarge())
+		refuseLarge(w, r)
 		return
 	}
 	ctx := context.WithValue(r.Context(), bodyKey{}, body)
@@ -131,12 +121,27 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 type bodyKey struct{}
 type callerKey struct{}
 
-func tooLarge() *apierr.Error {
-	return &apierr.Error{Status: http.StatusRequestEntityTooLarge, Message: "request body larger than 4 MiB"}
+// drainLimit bounds how much of an oversized body is read and thrown away
+// before the 413 goes out.
+const drainLimit = 64 << 20
+
+// refuseLarge answers 413 to a body over MaxBody. Many HTTP clients
+// (Python's urllib, billing systems' libraries) send the whole body before
+// reading the answer: closing the connection under them while they write
+// makes them report a connection reset, not the 413. So the rest of the
+// body is read and discarded, up to drainLimit, before answering and
+// closing. A client that asked to be told first (Expect: 100-continue) is
+// told at once, and sends nothing.
+func refuseLarge(w http.ResponseWriter, r *http.Request) {
+	if !strings.EqualFold(r.Header.Get("Expect"), "100-continue") && r.ContentLength <= drainLimit {
+		_, _ = io.CopyN(io.Discard, r.Body, drainLimit)
+	}
+	w.Header().Set("Connection", "close")
+	writeError(w, apierr.New(apierr.KindTooLarge, "request body larger than 4 MiB"))
 }
 
-// restHandler forwards a REST call to rt's subject.
-func (g *Gateway) restHandler(rt Route) http.HandlerFunc {
+// restHandler forwards a REST call to m's subject.
+func (g *Gateway) restHandler(m *api.Meta) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		req := g.envelope(r)
 		req.Args = objectOrEmpty(r.Context().Value(bodyKey{}).([]byte))
@@ -151,7 +156,7 @@ func (g *Gateway) restHandler(rt Route) http.HandlerFunc {
 				req.Params[k] = rc.URLParams.Values[i]
 			}
 		}
-		g.forward(w, r, rt, req)
+		g.forward(w, r, m, req)
 	}
 }
 
@@ -160,18 +165,18 @@ func (g *Gateway) restHandler(rt Route) http.HandlerFunc {
 func (g *Gateway) actionHandler(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	name := q.Get("action")
-	rt, ok := g.actions[name]
+	m, ok := g.actions[name]
 	if !ok {
 		writeError(w, apierr.BadRequest("Unknown action").With("actions", g.actionNames()))
 		return
 	}
 	if r.Method != http.MethodGet && r.Method != http.MethodPost {
-		writeError(w, (&apierr.Error{Status: http.StatusMethodNotAllowed,
-			Message: "the action API takes GET (or POST): GET /api?action=" + name}).With("allowed", []string{"GET /api", "POST /api"}))
+		writeError(w, apierr.New(apierr.KindMethodNotAllowed,
+			"the action API takes GET (or POST): GET /api?action=%s", name).With("allowed", []string{"GET /api", "POST /api"}))
 		return
 	}
 	req := g.envelope(r)
-	req.Method, req.Action = rt.Method, name
+	req.Method, req.Action = actionMethod(m), name
 	args := map[string]string{}
 	for k, v := range q {
 		if k == "action" || k == "api_key" || len(v) == 0 {
@@ -180,17 +185,9 @@ func (g *Gateway) actionHandler(w http.ResponseWriter, r *http.Request) {
 		args[k] = v[len(v)-1]
 	}
 	req.Args, _ = json.Marshal(args)
-	path := rt.Pattern
-	for _, p := range patternParams(rt.Pattern) {
-		if req.Params == nil {
-			req.Params = map[string]string{}
-		}
-		req.Params[p] = args[p]
-		path = strings.Replace(path, "{"+p+"}", args[p], 1)
-	}
-	req.Path = path
+	req.Path = "/api"
 	req.Query = nil
-	g.forward(w, r, rt, req)
+	g.forward(w, r, m, req)
 }
 
 func (g *Gateway) envelope(r *http.Request) *pb.Request {
@@ -208,7 +205,7 @@ func (g *Gateway) envelope(r *http.Request) *pb.Request {
 // byPattern is the spec's rule for `by`: letters, digits, _ . @ -, at most 64.
 var byPattern = regexp.MustCompile(`^[A-Za-z0-9_.@-]{1,64}$`)
 
-func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, rt Route, req *pb.Request) {
+func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, m *api.Meta, req *pb.Request) {
 	by := argString(req.Args, "by")
 	if by == "" {
 		by = r.URL.Query().Get("by")
@@ -219,16 +216,12 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, rt Route, req 
 	}
 	req.By = by
 	w.Header().Set("X-Request-Id", req.RequestID)
-	timeout := rt.Timeout
-	if timeout == 0 {
-		timeout = DefaultTimeout
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), timeout)
+	ctx, cancel := context.WithTimeout(r.Context(), m.TimeoutOrDefault())
 	defer cancel()
-	rep, err := bus.Call(ctx, g.cfg.NC, rt.Subject, req)
+	rep, err := bus.CallOp(ctx, g.cfg.NC, m, req)
 	if err != nil {
 		ae := apierr.From(err)
-		g.cfg.Log.Error("bus call failed", "subject", rt.Subject, "request_id", req.RequestID, "err", err)
+		g.cfg.Log.Error("bus call failed", "subject", m.Subject(), "request_id", req.RequestID, "err", err)
 		writeError(w, ae)
 		return
 	}
@@ -240,14 +233,9 @@ func writeReply(w http.ResponseWriter, rep *pb.Reply) {
 		w.Header().Set(k, v)
 	}
 	if rep.ContentType != "" {
-		var data []byte
-		if err := json.Unmarshal(rep.Body, &data); err != nil {
-			writeError(w, apierr.Internal(err.Error(), "service sent an unreadable binary answer"))
-			return
-		}
 		w.Header().Set("Content-Type", rep.ContentType)
 		w.WriteHeader(rep.Status)
-		_, _ = w.Write(data)
+		_, _ = w.Write(rep.Body)
 		return
 	}
 	out, err := jsonout.Reindent(rep.Body)
@@ -271,7 +259,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_, _ = w.Write(out)
 }
 
-func writeError(w http.ResponseWriter, e *apierr.Error) { writeJSON(w, e.Status, e.Body()) }
+func writeError(w http.ResponseWriter, e *apierr.Error) { writeJSON(w, e.Status(), e.Body()) }
 
 // usage answers a path that is no API resource: 200 with the summary.
 func (g *Gateway) usage(w http.ResponseWriter, r *http.Request) {
@@ -293,8 +281,8 @@ func (g *Gateway) methodNotAllowed(w http.ResponseWriter, r *http.Request) {
 			valid = append(valid, f)
 		}
 	}
-	writeError(w, (&apierr.Error{Status: http.StatusMethodNotAllowed,
-		Message: r.Method + " is not allowed here; valid: " + strings.Join(valid, ", ")}).With("allowed", valid))
+	writeError(w, apierr.New(apierr.KindMethodNotAllowed,
+		"%s is not allowed here; valid: %s", r.Method, strings.Join(valid, ", ")).With("allowed", valid))
 }
 
 func (g *Gateway) actionNames() []string {
@@ -321,16 +309,6 @@ func matchPattern(pattern, path string) bool {
 		}
 	}
 	return true
-}
-
-func patternParams(pattern string) []string {
-	var out []string
-	for _, s := range strings.Split(pattern, "/") {
-		if strings.HasPrefix(s, "{") && strings.HasSuffix(s, "}") {
-			out = append(out, strings.Trim(s, "{}"))
-		}
-	}
-	return out
 }
 
 // objectOrEmpty keeps a body that is a JSON object; anything else counts as

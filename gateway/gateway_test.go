@@ -1,9 +1,11 @@
 package gateway_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -11,11 +13,14 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/nats-io/nats.go"
 
 	"routerd.dev/gateway"
 	"routerd.dev/proto"
+	"routerd.dev/proto/api"
 	pb "routerd.dev/proto/bus"
 	"routerd.dev/shared/apierr"
 	"routerd.dev/shared/bus"
@@ -27,7 +32,7 @@ const key = "s3cret-key"
 
 // echo is a service that answers with the envelope it received, so a test
 // sees exactly what the gateway put on the bus.
-func echo(t *testing.T, env *testenv.Env, subjects ...string) {
+func echo(t *testing.T, nc *nats.Conn, subjects ...string) {
 	t.Helper()
 	var eps []bus.Endpoint
 	for _, s := range subjects {
@@ -42,7 +47,7 @@ func echo(t *testing.T, env *testenv.Env, subjects ...string) {
 			return http.StatusOK, map[string]any{"subject": s, "req": req}, nil
 		}})
 	}
-	svc, err := bus.Serve(env.NC, bus.ServiceConfig{Name: "echo", Version: "0.0.1", Endpoints: eps, Log: testenv.Log(t)})
+	svc, err := bus.Serve(nc, bus.ServiceConfig{Name: "echo", Version: "0.0.1", Endpoints: eps, Log: testenv.Log(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,14 +61,14 @@ type fixture struct {
 
 func serve(t *testing.T, apiKey string) fixture {
 	t.Helper()
-	env := testenv.Start(t)
-	echo(t, env, pb.PlansList, pb.PlansPut, pb.PlansDelete, pb.StatusGet)
+	nc := testenv.NATS(t) // the gateway holds no state: no etcd
+	echo(t, nc, api.PlansList.Subject(), api.PlansPut.Subject(), api.PlansDelete.Subject(), api.StatusGet.Subject())
 	logPath := filepath.Join(t.TempDir(), "auth.log")
 	al, err := gateway.NewAuthLog(logPath)
 	if err != nil {
 		t.Fatal(err)
 	}
-	gw, err := gateway.New(gateway.Config{APIKey: apiKey, AuthLog: al, NC: env.NC, Log: testenv.Log(t)})
+	gw, err := gateway.New(gateway.Config{APIKey: apiKey, AuthLog: al, NC: nc, Log: testenv.Log(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,7 +191,7 @@ func TestFormatAndConventions(t *testing.T) {
 
 	// Trailing slashes are ignored.
 	subject, req := envelope(t, do(t, "GET", f.url+"/plans///", nil, withKey))
-	if subject != pb.PlansList || req.Path != "/plans" {
+	if subject != api.PlansList.Subject() || req.Path != "/plans" {
 		t.Errorf("GET /plans/// went to %s path %s", subject, req.Path)
 	}
 
@@ -208,13 +213,13 @@ func TestFormatAndConventions(t *testing.T) {
 	}
 
 	// The spec's "any method other than POST and DELETE" lists plans.
-	if subject, _ := envelope(t, do(t, "PUT", f.url+"/plans", nil, withKey)); subject != pb.PlansList {
+	if subject, _ := envelope(t, do(t, "PUT", f.url+"/plans", nil, withKey)); subject != api.PlansList.Subject() {
 		t.Errorf("PUT /plans went to %s", subject)
 	}
 
 	// Path parameters.
 	subject, req = envelope(t, do(t, "DELETE", f.url+"/plans/gold", nil, withKey))
-	if subject != pb.PlansDelete || req.Params["name"] != "gold" {
+	if subject != api.PlansDelete.Subject() || req.Params["name"] != "gold" {
 		t.Errorf("DELETE /plans/gold: %s %v", subject, req.Params)
 	}
 }
@@ -225,6 +230,18 @@ func TestBodyLimit(t *testing.T) {
 	a := do(t, "POST", f.url+"/plans", bytes.NewReader(big), withKey)
 	if a.status != 413 || a.body["ok"] != false {
 		t.Errorf("4 MiB + 1: %d %s", a.status, a.raw)
+	}
+	// A client that writes the whole body before it reads (Python's
+	// urllib, many billing systems' libraries) gets the 413, not a reset.
+	for _, size := range []int{gateway.MaxBody + 1, 20 << 20} {
+		status, err := writeAllThenRead(f.url, size, false)
+		if err != nil || status != 413 {
+			t.Errorf("%d bytes sent before reading: status %d, err %v; want 413", size, status, err)
+		}
+	}
+	// One that waits for 100 Continue is told at once and sends nothing.
+	if status, err := writeAllThenRead(f.url, 20<<20, true); err != nil || status != 413 {
+		t.Errorf("Expect: 100-continue: status %d, err %v; want 413", status, err)
 	}
 	// Exactly 4 MiB is read (and, not being JSON, counts as empty).
 	ok := bytes.Repeat([]byte(" "), gateway.MaxBody)
@@ -256,7 +273,7 @@ func TestActionAPI(t *testing.T) {
 	// The action form reaches the same subject as the REST form, with the
 	// query as arguments and the REST method in the envelope.
 	subject, req := envelope(t, do(t, "GET", f.url+"/api?action=plan-add&name=gold&down_mbps=100&up_mbps=20&api_key="+key, nil, nil))
-	if subject != pb.PlansPut || req.Method != "POST" || req.Action != "plan-add" {
+	if subject != api.PlansPut.Subject() || req.Method != "POST" || req.Action != "plan-add" {
 		t.Errorf("plan-add: subject %s method %s action %s", subject, req.Method, req.Action)
 	}
 	var args map[string]string
@@ -265,8 +282,8 @@ func TestActionAPI(t *testing.T) {
 		t.Errorf("args (-want +got):\n%s", diff)
 	}
 	subject, req = envelope(t, do(t, "GET", f.url+"/api?action=plan-del&name=gold", nil, withKey))
-	if subject != pb.PlansDelete || req.Params["name"] != "gold" || req.Path != "/plans/gold" {
-		t.Errorf("plan-del: %s %v %s", subject, req.Params, req.Path)
+	if subject != api.PlansDelete.Subject() || string(req.Args) != `{"name":"gold"}` || req.Method != "DELETE" {
+		t.Errorf("plan-del: %s %s %s", subject, req.Args, req.Method)
 	}
 	a := do(t, "GET", f.url+"/api?action=no-such", nil, withKey)
 	if a.status != 400 || a.body["error"] != "Unknown action" {
@@ -278,13 +295,13 @@ func TestActionAPI(t *testing.T) {
 	}
 	for _, n := range names {
 		found := false
-		for _, r := range gateway.Routes {
-			if r.Action == n {
+		for _, op := range api.Table {
+			if op.Describe().Action == n {
 				found = true
 			}
 		}
 		if !found {
-			t.Errorf("listed action %v is not routed", n)
+			t.Errorf("listed action %v is not in the table", n)
 		}
 	}
 }
@@ -304,7 +321,41 @@ func TestServiceErrors(t *testing.T) {
 	}
 	// A route whose service is not running is a 503 naming the subject.
 	a = do(t, "GET", f.url+"/routes", nil, withKey)
-	if a.status != 503 || !strings.Contains(a.raw, pb.RoutesList) {
+	if a.status != 503 || !strings.Contains(a.raw, api.RoutesList.Subject()) {
 		t.Errorf("service down: %d %s", a.status, a.raw)
 	}
+}
+
+// writeAllThenRead posts size bytes on a raw connection, writing the whole
+// body before reading anything (unless expect100, when it sends only the
+// head and waits), and returns the answer's status.
+func writeAllThenRead(base string, size int, expect100 bool) (int, error) {
+	conn, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(30 * time.Second))
+	head := fmt.Sprintf("POST /plans HTTP/1.1\r\nHost: x\r\nX-API-Key: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n", key, size)
+	if expect100 {
+		head += "Expect: 100-continue\r\n"
+	}
+	if _, err := io.WriteString(conn, head+"\r\n"); err != nil {
+		return 0, err
+	}
+	if !expect100 {
+		chunk := bytes.Repeat([]byte("a"), 64<<10)
+		for sent := 0; sent < size; sent += len(chunk) {
+			n := min(len(chunk), size-sent)
+			if _, err := conn.Write(chunk[:n]); err != nil {
+				return 0, fmt.Errorf("writing the body: %w", err)
+			}
+		}
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		return 0, err
+	}
+	resp.Body.Close()
+	return resp.StatusCode, nil
 }

@@ -1,52 +1,66 @@
 package gateway
 
 import (
-	"time"
+	"net/http"
+	"slices"
 
-	pb "routerd.dev/proto/bus"
+	"routerd.dev/proto/api"
 )
 
-// Route maps one REST form, and its action name when it has one, onto the
-// subject of the service that runs it. The REST and the action form of an
-// operation therefore reach the same subject and the same code.
-type Route struct {
-	// Method is the HTTP method; AnyOther matches every method the path
-	// has no route of its own for (the spec's "GET /plans (any method other
-	// than POST and DELETE)").
-	Method string
-	// Pattern is the chi path pattern.
-	Pattern string
-	// Subject is the bus subject that serves it.
-	Subject string
-	// Action is the /api?action= name, empty when there is no action form.
-	Action string
-	// Timeout bounds the bus request; zero means DefaultTimeout.
-	Timeout time.Duration
+// mount puts every REST form of the operation table on the route tree and
+// collects the action names: the whole API comes from api.Table, so the
+// REST and the action form of an operation reach the same subject and the
+// same code, and an operation that is not in the table is not served.
+func (g *Gateway) mount(table []api.Operation) error {
+	taken := map[string][]string{}
+	var anyOther []struct {
+		path string
+		m    *api.Meta
+	}
+	for _, op := range table {
+		m := op.Describe()
+		for _, f := range m.REST {
+			if f.Method == api.AnyMethod {
+				anyOther = append(anyOther, struct {
+					path string
+					m    *api.Meta
+				}{f.Path, m})
+				continue
+			}
+			if slices.Contains(taken[f.Path], f.Method) {
+				return errorf("%s %s routed twice", f.Method, f.Path)
+			}
+			taken[f.Path] = append(taken[f.Path], f.Method)
+			g.mux.Method(f.Method, f.Path, g.restHandler(m))
+			g.forms = append(g.forms, f.Method+" "+f.Path)
+		}
+		if m.Action != "" {
+			if _, dup := g.actions[m.Action]; dup {
+				return errorf("action %s routed twice", m.Action)
+			}
+			g.actions[m.Action] = m
+		}
+	}
+	for _, a := range anyOther {
+		for _, method := range []string{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"} {
+			if !slices.Contains(taken[a.path], method) {
+				g.mux.Method(method, a.path, g.restHandler(a.m))
+			}
+		}
+	}
+	return nil
 }
 
-// AnyOther is the Method of a route that takes every method not routed
-// otherwise on its path.
-const AnyOther = "*"
-
-// DefaultTimeout bounds a bus request for routes that do not set one.
-const DefaultTimeout = 60 * time.Second
-
-// Routes is the whole API the gateway serves, in one readable place. Only
-// operations that really exist are here: an action or path missing from this
-// table is answered as unknown, never routed to a service that is not built.
-var Routes = []Route{
-	// System (Document 1).
-	{Method: "GET", Pattern: "/status", Subject: pb.StatusGet, Action: "status"},
-
-	// Plans (Document 2).
-	{Method: "GET", Pattern: "/plans", Subject: pb.PlansList, Action: "plan-list"},
-	{Method: AnyOther, Pattern: "/plans", Subject: pb.PlansList},
-	{Method: "POST", Pattern: "/plans", Subject: pb.PlansPut, Action: "plan-add"},
-	{Method: "DELETE", Pattern: "/plans", Subject: pb.PlansDelete},
-	{Method: "DELETE", Pattern: "/plans/{name}", Subject: pb.PlansDelete, Action: "plan-del"},
-
-	// Static routes (Document 2).
-	{Method: "GET", Pattern: "/routes", Subject: pb.RoutesList, Action: "route-list"},
-	{Method: "POST", Pattern: "/routes", Subject: pb.RoutesCreate, Action: "route-add"},
-	{Method: "DELETE", Pattern: "/routes", Subject: pb.RoutesDelete, Action: "route-del"},
+// actionMethod is the REST method an action form carries in its envelope:
+// its operation's first REST form's, or GET for a read and POST otherwise.
+func actionMethod(m *api.Meta) string {
+	for _, f := range m.REST {
+		if f.Method != api.AnyMethod {
+			return f.Method
+		}
+	}
+	if m.Read {
+		return http.MethodGet
+	}
+	return http.MethodPost
 }

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"routerd.dev/gateway"
+	"routerd.dev/proto/api"
 	pb "routerd.dev/proto/bus"
 	"routerd.dev/services/netcfg"
 	"routerd.dev/services/subscribers"
@@ -72,7 +73,7 @@ func setup(b *testing.B) *platform {
 	go func() { defer wg.Done(); _ = gw.Serve(ctx, l) }()
 	p.url = "http://" + l.Addr().String()
 	// Wait until every service answers.
-	for _, s := range []string{pb.StatusGet, pb.PlansList, pb.InterfacesCount} {
+	for _, s := range []string{api.StatusGet.Subject(), api.PlansList.Subject(), api.InterfacesCount.Subject()} {
 		for i := 0; ; i++ {
 			if _, err := bus.Call(context.Background(), env.NC, s, &pb.Request{Method: "GET"}); err == nil {
 				break
@@ -157,9 +158,9 @@ func BenchmarkStatus(b *testing.B) {
 				l.time(func() {
 					switch mode {
 					case "direct":
-						p.direct(b, pb.StatusGet, "GET", "{}")
+						p.direct(b, api.StatusGet.Subject(), "GET", "{}")
 					case "bus":
-						p.bus(b, pb.StatusGet, "GET", "{}")
+						p.bus(b, api.StatusGet.Subject(), "GET", "{}")
 					default:
 						p.http(b, "GET", "/status", "")
 					}
@@ -194,11 +195,11 @@ func BenchmarkPlanPair(b *testing.B) {
 				l.time(func() {
 					switch mode {
 					case "direct":
-						p.direct(b, pb.PlansPut, "POST", put)
-						p.direct(b, pb.PlansDelete, "DELETE", del)
+						p.direct(b, api.PlansPut.Subject(), "POST", put)
+						p.direct(b, api.PlansDelete.Subject(), "DELETE", del)
 					case "bus":
-						p.bus(b, pb.PlansPut, "POST", put)
-						p.bus(b, pb.PlansDelete, "DELETE", del)
+						p.bus(b, api.PlansPut.Subject(), "POST", put)
+						p.bus(b, api.PlansDelete.Subject(), "DELETE", del)
 					default:
 						p.http(b, "POST", "/plans", put)
 						p.http(b, "DELETE", "/plans/"+name, "")

@@ -34,16 +34,18 @@ type Request struct {
 	Action string `json:"action,omitempty"`
 }
 
-// Reply is a service's answer: the HTTP status and the JSON body the
-// gateway writes unchanged apart from indentation.
+// Reply is a service's answer: the HTTP status and the body the gateway
+// writes (a JSON body re-indented). On the bus the head travels as message
+// headers and the body as the message's data, as it is (shared/bus
+// EncodeReply/DecodeReply): no second encoding of a large body.
 type Reply struct {
-	Status int `json:"status"`
+	Status int
 	// ContentType is empty for JSON; set for binary answers (PNG, gzip).
-	ContentType string `json:"content_type,omitempty"`
+	ContentType string
 	// Headers are extra response headers (e.g. Content-Disposition).
-	Headers map[string]string `json:"headers,omitempty"`
+	Headers map[string]string
 	// Body is the JSON document, or the raw bytes when ContentType is set.
-	Body json.RawMessage `json:"body"`
+	Body []byte
 }
 
 // Origin renders who made a change for logs: "by@caller" or the caller.
@@ -52,12 +54,4 @@ func (r *Request) Origin() string {
 		return r.By + "@" + r.Caller
 	}
 	return r.Caller
-}
-
-// ClientCounts is the answer of ClientsSummary, read by GET /status.
-type ClientCounts struct {
-	Total int64 `json:"total"`
-	// Online counts clients whose address is a live neighbour now.
-	Online     int64            `json:"online"`
-	PerNetwork map[string]int64 `json:"per_network"`
 }

@@ -2,125 +2,103 @@ package dhcp
 
 import (
 	"context"
-	"net/http"
 	"net/netip"
 	"strings"
 
-	pb "routerd.dev/proto/bus"
-
+	"routerd.dev/proto/api"
 	"routerd.dev/services/dhcp/config"
 	"routerd.dev/services/dhcp/lease"
 	"routerd.dev/shared/apierr"
-	"routerd.dev/shared/args"
 	"routerd.dev/shared/bus"
 )
 
-// params are the operation's arguments: the body (or the action form's
-// query), completed by the query string, where a REST GET carries its
-// filters.
-func params(req *pb.Request) args.Args {
-	a := args.Parse(req.Args)
-	for k, v := range req.Query {
-		if !a.Has(k) && len(v) > 0 {
-			a[k] = mustJSON(v[0])
-		}
+// Endpoints are the service's operations.
+func (s *Service) Endpoints() []bus.Endpoint {
+	return []bus.Endpoint{
+		bus.Bind(api.LeasesList, s.listLeases),
+		bus.Bind(api.LeasesGet, s.getLease),
+		bus.Bind(api.PDSync, s.syncPD),
+		bus.Bind(api.DHCPStatus, s.status),
 	}
-	return a
 }
 
-func (s *Service) listLeases(ctx context.Context, req *pb.Request) (int, any, error) {
+func (s *Service) listLeases(ctx context.Context, in *api.LeaseFilter) (*api.LeaseList, error) {
 	eng, err := s.engine()
 	if err != nil {
-		return 0, nil, err
+		return nil, err
 	}
-	a := params(req)
-	iface, kind, state, after, mac := a.String("iface"), a.String("kind"), a.String("state"), a.String("after"), a.String("mac")
+	mac := in.MAC
 	if mac != "" {
 		if mac, err = config.NormalizeMAC(mac); err != nil {
-			return 0, nil, apierr.Invalid("mac", "mac: %v", err)
+			return nil, apierr.Invalid("mac", "mac: %v", err)
 		}
 	}
-	switch lease.Kind(kind) {
-	case "", lease.V4, lease.NA, lease.PD:
-	default:
-		return 0, nil, apierr.Invalid("kind", "kind must be %s, %s or %s", lease.V4, lease.NA, lease.PD)
-	}
-	limit := defaultLeasePage
-	if n, ok, err := a.Int("limit"); err != nil || ok && (n < 1 || n > maxLeasePage) {
-		return 0, nil, apierr.Invalid("limit", "limit must be 1-%d", maxLeasePage)
-	} else if ok {
-		limit = int(n)
-	}
-	page := []lease.Lease{}
-	total, next := 0, ""
+	out := &api.LeaseList{Leases: []api.Lease{}}
 	for _, l := range eng.Leases() { // sorted by key
-		if iface != "" && l.Iface != iface || kind != "" && string(l.Kind) != kind ||
-			state != "" && string(l.State) != state || mac != "" && l.MAC != mac {
+		if in.Iface != "" && l.Iface != in.Iface || in.Kind != "" && string(l.Kind) != in.Kind ||
+			in.State != "" && string(l.State) != in.State || mac != "" && l.MAC != mac {
 			continue
 		}
-		total++
-		if after != "" && l.Key() <= after {
+		out.Total++
+		if in.After != "" && l.Key() <= in.After {
 			continue
 		}
-		if len(page) < limit {
-			page = append(page, l)
-		} else if next == "" {
-			next = page[len(page)-1].Key()
+		if len(out.Leases) < in.Limit {
+			out.Leases = append(out.Leases, wire(l))
+		} else if out.Next == "" {
+			last := out.Leases[len(out.Leases)-1]
+			out.Next = (&lease.Lease{Kind: lease.Kind(last.Kind), Addr: last.Addr, PrefixLen: last.PrefixLen}).Key()
 		}
 	}
-	out := map[string]any{"count": len(page), "total": total, "leases": page}
-	if next != "" {
-		out["next"] = next
-	}
-	return http.StatusOK, out, nil
+	out.Count = len(out.Leases)
+	return out, nil
 }
 
-func (s *Service) getLease(ctx context.Context, req *pb.Request) (int, any, error) {
+// wire is a lease as the API shows it.
+func wire(l lease.Lease) api.Lease {
+	return api.Lease{Kind: string(l.Kind), Addr: l.Addr, PrefixLen: l.PrefixLen, Iface: l.Iface, MAC: l.MAC,
+		ClientID: l.ClientID, DUID: l.DUID, IAID: l.IAID, Hostname: l.Hostname, State: string(l.State),
+		Start: l.Start, End: l.End, CircuitID: l.CircuitID, RemoteID: l.RemoteID, Via: l.Via}
+}
+
+func (s *Service) getLease(ctx context.Context, in *api.LeaseRef) (*api.LeaseAnswer, error) {
 	eng, err := s.engine()
 	if err != nil {
-		return 0, nil, err
-	}
-	v := params(req).String("address")
-	if v == "" {
-		v = req.Params["address"]
+		return nil, err
 	}
 	var p netip.Prefix
-	if strings.Contains(v, "/") {
-		p, err = netip.ParsePrefix(v)
+	if strings.Contains(in.Address, "/") {
+		p, err = netip.ParsePrefix(in.Address)
 	} else {
 		var ad netip.Addr
-		if ad, err = netip.ParseAddr(v); err == nil {
+		if ad, err = netip.ParseAddr(in.Address); err == nil {
 			p = netip.PrefixFrom(ad, ad.BitLen())
 		}
 	}
 	if err != nil {
-		return 0, nil, apierr.Invalid("address", "address must be an IPv4 or IPv6 address or a delegated prefix, got %q", v)
+		return nil, apierr.Invalid("address", "address must be an IPv4 or IPv6 address or a delegated prefix, got %q", in.Address)
 	}
 	l, ok := eng.Lease(p)
 	if !ok {
-		return 0, nil, apierr.NotFound("no lease on %s", v)
+		return nil, apierr.NotFound("no lease on %s", in.Address)
 	}
-	return http.StatusOK, map[string]any{"lease": l}, nil
+	return &api.LeaseAnswer{Lease: wire(l)}, nil
 }
 
 // syncPD is /pd/sync: the delegated-route reconciler; dry only reports.
-func (s *Service) syncPD(ctx context.Context, req *pb.Request) (int, any, error) {
+func (s *Service) syncPD(ctx context.Context, in *api.PDSyncRequest) (*api.PDSyncAnswer, error) {
 	eng, err := s.engine()
 	if err != nil {
-		return 0, nil, err
+		return nil, err
 	}
-	dry, _, err := params(req).Bool("dry")
+	out, err := eng.SyncRoutes(in.Dry)
 	if err != nil {
-		return 0, nil, err
-	}
-	out, err := eng.SyncRoutes(dry)
-	if err != nil {
-		return 0, nil, err
+		return nil, err
 	}
 	if out == nil {
 		out = []string{}
 	}
-	return http.StatusOK, map[string]any{"ok": true, "code": http.StatusOK, "dry_run": dry, "output": out}, nil
+	return &api.PDSyncAnswer{DryRun: in.Dry, Output: out}, nil
 }
 
 // Status is the engine's state as router.dhcp.status.get answers it.
@@ -139,10 +117,10 @@ type Status struct {
 	Listeners []ListenerStats `json:"listeners"`
 }
 
-func (s *Service) status(ctx context.Context, req *pb.Request) (int, any, error) {
+func (s *Service) status(ctx context.Context, _ *api.None) (*api.DHCPState, error) {
 	eng, err := s.engine()
 	if err != nil {
-		return 0, nil, err
+		return nil, err
 	}
 	counts := map[string]int{}
 	for _, l := range eng.Leases() {
@@ -152,15 +130,5 @@ func (s *Service) status(ctx context.Context, req *pb.Request) (int, any, error)
 	sizes := map[string]int{"networks": len(c.Networks), "networks6": len(c.Networks6),
 		"clients": len(c.Clients), "services": len(c.Services), "pinned": len(c.PD.Pinned)}
 	c.Clients, c.Services, c.PD.Pinned = nil, nil, nil
-	return http.StatusOK, Status{Config: s.State(), InForce: c, Counts: sizes, Leases: counts, Events: s.events.Stats(), Listeners: eng.Listeners()}, nil
-}
-
-// Endpoints are the service's operations by subject.
-func (s *Service) Endpoints() []bus.Endpoint {
-	return []bus.Endpoint{
-		{Subject: pb.DHCPLeasesList, Handler: s.listLeases},
-		{Subject: pb.DHCPLeasesGet, Handler: s.getLease},
-		{Subject: pb.DHCPPDSync, Handler: s.syncPD},
-		{Subject: pb.DHCPStatusGet, Handler: s.status},
-	}
+	return &api.DHCPState{Config: s.State(), InForce: c, Counts: sizes, Leases: counts, Events: s.events.Stats(), Listeners: eng.Listeners()}, nil
 }

@@ -3,68 +3,65 @@ package netcfg
 import (
 	"context"
 	"fmt"
-	"net/http"
-
-	pb "routerd.dev/proto/bus"
 
 	"golang.org/x/sys/unix"
-	"routerd.dev/proto/event"
+
+	"routerd.dev/proto/api"
 	"routerd.dev/services/netcfg/route"
-	"routerd.dev/shared/args"
 	"routerd.dev/shared/bus"
 )
 
-func (s *Service) listRoutes(ctx context.Context, req *pb.Request) (int, any, error) {
+// Endpoints are the service's operations; Run serves them on the bus, and
+// benchmarks call them directly to measure the bus hop.
+func (s *Service) Endpoints() []bus.Endpoint {
+	return []bus.Endpoint{
+		bus.Bind(api.RoutesList, s.listRoutes),
+		bus.Bind(api.RoutesCreate, s.addRoute),
+		bus.Bind(api.RoutesDelete, s.deleteRoute),
+		bus.Bind(api.InterfacesCount, s.countInterfaces),
+	}
+}
+
+func (s *Service) listRoutes(ctx context.Context, _ *api.None) (*api.RouteList, error) {
 	managed, err := s.routes.Managed(ctx)
 	if err != nil {
-		return 0, nil, err
+		return nil, err
 	}
 	v4, err := s.routes.Live(unix.AF_INET)
 	if err != nil {
-		return 0, nil, err
+		return nil, err
 	}
 	v6, err := s.routes.Live(unix.AF_INET6)
 	if err != nil {
-		return 0, nil, err
+		return nil, err
 	}
-	return http.StatusOK, map[string]any{"count": len(managed), "managed": managed, "live_ipv4": v4, "live_ipv6": v6}, nil
+	out := &api.RouteList{Count: len(managed), Managed: make([]api.Route, len(managed)), LiveIPv4: v4, LiveIPv6: v6}
+	for i, r := range managed {
+		out.Managed[i] = api.Route(r)
+	}
+	return out, nil
 }
 
-func (s *Service) addRoute(ctx context.Context, req *pb.Request) (int, any, error) {
-	a := args.Parse(req.Args)
-	r, err := s.routes.Add(ctx, route.Input{Prefix: a.String("prefix"), Via: a.String("via"), Dev: a.String("dev"), Comment: a.String("comment")})
+func (s *Service) addRoute(ctx context.Context, in *api.RouteAdd) (*api.RouteAnswer, error) {
+	r, err := s.routes.Add(ctx, route.Input{Prefix: in.Prefix, Via: in.Via, Dev: in.Dev, Comment: in.Comment})
 	if err != nil {
-		return 0, nil, err
+		return nil, err
 	}
-	s.pub.Publish(event.RouteCreated, req, r)
-	return http.StatusCreated, map[string]any{"ok": true, "code": http.StatusCreated, "message": "Route added", "route": r}, nil
+	return &api.RouteAnswer{Result: api.Result{Message: "Route added"}, Route: api.Route(r)}, nil
 }
 
-func (s *Service) deleteRoute(ctx context.Context, req *pb.Request) (int, any, error) {
-	a := args.Parse(req.Args)
-	r, removed, err := s.routes.Delete(ctx, a.String("prefix"), a.String("via"), a.String("dev"))
+func (s *Service) deleteRoute(ctx context.Context, in *api.RouteDel) (*api.RouteDeleteAnswer, error) {
+	r, removed, err := s.routes.Delete(ctx, in.Prefix, in.Via, in.Dev)
 	if err != nil {
-		return 0, nil, err
+		return nil, err
 	}
-	s.pub.Publish(event.RouteDeleted, req, r)
-	return http.StatusOK, map[string]any{"ok": true, "code": http.StatusOK, "message": "Route removed", "route": r, "kernel_removed": removed}, nil
+	return &api.RouteDeleteAnswer{Result: api.Result{Message: "Route removed"}, Route: api.Route(r), KernelRemoved: removed}, nil
 }
 
-func (s *Service) countInterfaces(ctx context.Context, req *pb.Request) (int, any, error) {
+func (s *Service) countInterfaces(ctx context.Context, _ *api.None) (*api.InterfaceCount, error) {
 	links, err := s.nl.LinkList()
 	if err != nil {
-		return 0, nil, fmt.Errorf("listing interfaces: %w", err)
+		return nil, fmt.Errorf("listing interfaces: %w", err)
 	}
-	return http.StatusOK, map[string]int{"interfaces": len(links)}, nil
-}
-
-// Endpoints are the service's operations by subject; Run serves them on the
-// bus, and benchmarks call them directly to measure the bus hop.
-func (s *Service) Endpoints() []bus.Endpoint {
-	return []bus.Endpoint{
-		{Subject: pb.RoutesList, Handler: s.listRoutes},
-		{Subject: pb.RoutesCreate, Handler: s.addRoute},
-		{Subject: pb.RoutesDelete, Handler: s.deleteRoute},
-		{Subject: pb.InterfacesCount, Handler: s.countInterfaces},
-	}
+	return &api.InterfaceCount{Interfaces: len(links)}, nil
 }

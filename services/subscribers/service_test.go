@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"routerd.dev/proto/api"
 	pb "routerd.dev/proto/bus"
 	"routerd.dev/proto/event"
 	"routerd.dev/services/subscribers"
@@ -29,7 +30,7 @@ func start(t *testing.T) *testenv.Env {
 	go func() { svc.Run(ctx); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
 	for i := 0; i < 500; i++ {
-		if _, err := bus.Call(ctx, env.NC, pb.PlansList, &pb.Request{Method: "GET"}); err == nil {
+		if _, err := bus.Call(ctx, env.NC, api.PlansList.Subject(), &pb.Request{Method: "GET"}); err == nil {
 			return env
 		}
 		time.Sleep(10 * time.Millisecond)
@@ -69,7 +70,7 @@ func TestPlans(t *testing.T) {
 		{"text rate", `{"name":"x","down_mbps":"fast","up_mbps":1}`, 400, "down_mbps"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			status, m := call(t, env, pb.PlansPut, "POST", nil, tc.body)
+			status, m := call(t, env, api.PlansPut.Subject(), "POST", nil, tc.body)
 			if status != tc.status {
 				t.Fatalf("status %d, want %d: %v", status, tc.status, m)
 			}
@@ -85,7 +86,7 @@ func TestPlans(t *testing.T) {
 		})
 	}
 
-	status, m := call(t, env, pb.PlansList, "GET", nil, "{}")
+	status, m := call(t, env, api.PlansList.Subject(), "GET", nil, "{}")
 	want := map[string]any{"count": float64(2), "plans": []any{
 		map[string]any{"name": "gold", "down_mbps": float64(600), "up_mbps": float64(100), "comment": "", "created": "2026-11-23 10:00:00", "clients": float64(0)},
 		map[string]any{"name": "silver", "down_mbps": float64(100), "up_mbps": float64(20), "comment": "", "created": "2026-11-23 10:00:00", "clients": float64(0)},
@@ -99,15 +100,15 @@ func TestPlans(t *testing.T) {
 	if _, err := env.KV.Put(context.Background(), "/router/subscribers/clients/AA:BB:CC:DD:EE:01", `{"mac":"AA:BB:CC:DD:EE:01","plan":"gold"}`); err != nil {
 		t.Fatal(err)
 	}
-	status, m = call(t, env, pb.PlansDelete, "DELETE", map[string]string{"name": "gold"}, "{}")
+	status, m = call(t, env, api.PlansDelete.Subject(), "DELETE", map[string]string{"name": "gold"}, "{}")
 	if status != 409 || cmp.Diff([]any{"AA:BB:CC:DD:EE:01"}, m["clients"]) != "" {
 		t.Fatalf("delete in use: %d %v", status, m)
 	}
 	// The body's name wins over the path's.
-	if status, m := call(t, env, pb.PlansDelete, "DELETE", map[string]string{"name": "gold"}, `{"name":"silver"}`); status != 200 {
+	if status, m := call(t, env, api.PlansDelete.Subject(), "DELETE", map[string]string{"name": "gold"}, `{"name":"silver"}`); status != 200 {
 		t.Fatalf("delete silver: %d %v", status, m)
 	}
-	if status, _ := call(t, env, pb.PlansDelete, "DELETE", map[string]string{"name": "silver"}, "{}"); status != 404 {
+	if status, _ := call(t, env, api.PlansDelete.Subject(), "DELETE", map[string]string{"name": "silver"}, "{}"); status != 404 {
 		t.Fatalf("second delete: %d, want 404", status)
 	}
 

@@ -7,14 +7,13 @@ package system
 import (
 	"context"
 	"log/slog"
-	"net/http"
 	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
 
 	"routerd.dev/proto"
-	pb "routerd.dev/proto/bus"
+	"routerd.dev/proto/api"
 	"routerd.dev/shared/bus"
 	"routerd.dev/shared/version"
 )
@@ -56,21 +55,8 @@ func (s *Service) Run(ctx context.Context) error {
 	})
 }
 
-// Status is the status record of Document 1.
-type Status struct {
-	API           string           `json:"api"`
-	RouterVersion string           `json:"router_version"`
-	DHCPService   string           `json:"dhcp_service"`
-	TotalClients  int64            `json:"total_clients"`
-	OnlineClients int64            `json:"online_clients"`
-	PerNetwork    map[string]int64 `json:"per_network"`
-	Interfaces    int              `json:"interfaces"`
-	Antispoof     string           `json:"antispoof"`
-	ServerTime    string           `json:"server_time"`
-}
-
-func (s *Service) status(ctx context.Context, req *pb.Request) (int, any, error) {
-	st := Status{
+func (s *Service) status(ctx context.Context, _ *api.None) (*api.Status, error) {
+	st := &api.Status{
 		API:           proto.Banner,
 		RouterVersion: version.Version,
 		PerNetwork:    map[string]int64{},
@@ -81,39 +67,37 @@ func (s *Service) status(ctx context.Context, req *pb.Request) (int, any, error)
 	// slowest service, not the sum of them.
 	var (
 		wg     sync.WaitGroup
-		counts pb.ClientCounts
-		ifs    struct {
-			Interfaces int `json:"interfaces"`
-		}
-		gotCounts, gotIfs bool
+		counts *api.ClientCounts
+		ifs    *api.InterfaceCount
 	)
 	wg.Add(3)
-	go func() { defer wg.Done(); gotCounts = s.ask(ctx, pb.ClientsSummary, &counts) }()
-	go func() { defer wg.Done(); gotIfs = s.ask(ctx, pb.InterfacesCount, &ifs) }()
+	go func() { defer wg.Done(); counts = ask(s, ctx, api.ClientsSummary) }()
+	go func() { defer wg.Done(); ifs = ask(s, ctx, api.InterfacesCount) }()
 	go func() { defer wg.Done(); st.DHCPService = s.serviceState("dhcp") }()
 	wg.Wait()
-	if gotCounts {
+	if counts != nil {
 		st.TotalClients, st.OnlineClients = counts.Total, counts.Online
 		if counts.PerNetwork != nil {
 			st.PerNetwork = counts.PerNetwork
 		}
 	}
-	if gotIfs {
+	if ifs != nil {
 		st.Interfaces = ifs.Interfaces
 	}
-	return http.StatusOK, st, nil
+	return st, nil
 }
 
 // ask calls another service; a service that is not running leaves the
 // field at its zero value rather than failing the whole status.
-func (s *Service) ask(ctx context.Context, subject string, out any) bool {
+func ask[Resp any](s *Service, ctx context.Context, op api.Op[api.None, Resp]) *Resp {
 	ctx, cancel := context.WithTimeout(ctx, askTimeout)
 	defer cancel()
-	if err := bus.CallJSON(ctx, s.deps.NC, subject, &pb.Request{Method: http.MethodGet}, out); err != nil {
-		s.deps.Log.Debug("status: service did not answer", "subject", subject, "err", err)
-		return false
+	out, err := bus.Invoke(ctx, s.deps.NC, op, &api.None{})
+	if err != nil {
+		s.deps.Log.Debug("status: service did not answer", "subject", op.Subject(), "err", err)
+		return nil
 	}
-	return true
+	return out
 }
 
 // serviceState asks micro's discovery whether any instance of name is up.
@@ -124,8 +108,8 @@ func (s *Service) serviceState(name string) string {
 	return "stopped"
 }
 
-// Endpoints are the service's operations by subject; Run serves them on the
-// bus, and benchmarks call them directly to measure the bus hop.
+// Endpoints are the service's operations; Run serves them on the bus, and
+// benchmarks call them directly to measure the bus hop.
 func (s *Service) Endpoints() []bus.Endpoint {
-	return []bus.Endpoint{{Subject: pb.StatusGet, Handler: s.status}}
+	return []bus.Endpoint{bus.Bind(api.StatusGet, s.status)}
 }

@@ -5,20 +5,71 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
 
+	"routerd.dev/proto/api"
 	pb "routerd.dev/proto/bus"
 	"routerd.dev/shared/apierr"
 )
 
-// DefaultTimeout bounds a request whose context has no deadline.
-const DefaultTimeout = 30 * time.Second
+// DeadlineHeader carries the caller's deadline (unix milliseconds) so a
+// service stops working on a request nobody waits for any more.
+const DeadlineHeader = "Router-Deadline"
 
-// Call sends req to subject and waits for the reply. A subject nobody
-// serves is a 503 naming the service, not a hang.
+// Reply headers: the status, the content type of a binary body, and extra
+// HTTP headers (prefixed).
+const (
+	statusHeader      = "Router-Status"
+	contentTypeHeader = "Router-Content-Type"
+	httpHeaderPrefix  = "Router-Http-"
+)
+
+// EncodeReply renders a reply's head as message headers; the body travels
+// as the message's data, unencoded.
+func EncodeReply(rep *pb.Reply) nats.Header {
+	h := nats.Header{statusHeader: []string{strconv.Itoa(rep.Status)}}
+	if rep.ContentType != "" {
+		h.Set(contentTypeHeader, rep.ContentType)
+	}
+	for k, v := range rep.Headers {
+		h.Set(httpHeaderPrefix+k, v)
+	}
+	return h
+}
+
+// DecodeReply reads a reply message.
+func DecodeReply(msg *nats.Msg) (*pb.Reply, error) {
+	rep := &pb.Reply{Body: msg.Data}
+	s := msg.Header.Get(statusHeader)
+	if s == "" {
+		s = msg.Header.Get(micro.ErrorCodeHeader)
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		return nil, fmt.Errorf("reply without a status")
+	}
+	rep.Status = n
+	rep.ContentType = msg.Header.Get(contentTypeHeader)
+	for k, v := range msg.Header {
+		if strings.HasPrefix(k, httpHeaderPrefix) && len(v) > 0 {
+			if rep.Headers == nil {
+				rep.Headers = map[string]string{}
+			}
+			rep.Headers[strings.TrimPrefix(k, httpHeaderPrefix)] = v[0]
+		}
+	}
+	return rep, nil
+}
+
+// Call sends req to subject and waits for the reply, at most until ctx's
+// deadline (api.DefaultTimeout when it has none). A subject nobody serves
+// is a 503 naming the service, not a hang.
 func Call(ctx context.Context, nc *nats.Conn, subject string, req *pb.Request) (*pb.Reply, error) {
 	data, err := json.Marshal(req)
 	if err != nil {
@@ -26,7 +77,7 @@ func Call(ctx context.Context, nc *nats.Conn, subject string, req *pb.Request) (
 	}
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, DefaultTimeout)
+		ctx, cancel = context.WithTimeout(ctx, api.DefaultTimeout)
 		defer cancel()
 	}
 	dl, _ := ctx.Deadline()
@@ -35,35 +86,113 @@ func Call(ctx context.Context, nc *nats.Conn, subject string, req *pb.Request) (
 	resp, err := nc.RequestMsgWithContext(ctx, msg)
 	switch {
 	case errors.Is(err, nats.ErrNoResponders):
-		return nil, apierr.Unavailable("the service behind %s is not running", subject)
+		return nil, &unanswered{apierr.Unavailable("the %s service is not running (nothing serves %s)", serviceOf(subject), subject), true}
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout):
-		return nil, apierr.Unavailable("the service behind %s did not answer in time", subject)
+		return nil, &unanswered{apierr.Unavailable("the %s service did not answer in time (%s); try again", serviceOf(subject), subject), false}
 	case err != nil:
 		return nil, fmt.Errorf("bus: request %s: %w", subject, err)
 	}
-	var rep pb.Reply
-	if err := json.Unmarshal(resp.Data, &rep); err != nil {
-		return nil, fmt.Errorf("bus: decode reply from %s: %w", subject, err)
+	rep, err := DecodeReply(resp)
+	if err != nil {
+		return nil, fmt.Errorf("bus: reply from %s: %w", subject, err)
 	}
-	return &rep, nil
+	return rep, nil
 }
 
-// CallJSON calls subject and decodes a 2xx reply into out; any other
-// status becomes an *apierr.Error carrying the service's message.
-func CallJSON(ctx context.Context, nc *nats.Conn, subject string, req *pb.Request, out any) error {
-	rep, err := Call(ctx, nc, subject, req)
+// unanswered is a request nobody answered: no responder at all, or none in
+// time. It is a 503 (apierr.From finds the wrapped error).
+type unanswered struct {
+	err          *apierr.Error
+	noResponders bool
+}
+
+func (u *unanswered) Error() string { return u.err.Message }
+func (u *unanswered) Unwrap() error { return u.err }
+
+// noResponderGrace is how long a read keeps asking a subject nobody
+// serves: long enough for a replica that is (re)registering, short enough
+// that a stopped service is reported promptly.
+const noResponderGrace = time.Second
+
+// CallOp calls operation m, bounded by its timeout when ctx has no
+// deadline. A read (m.Read) that a replica does not answer within
+// m.Attempt is asked again, so a replica that died holding it never fails
+// a read; a change is sent once, and a replica that died holding it is a
+// 503 the caller can act on (etcd transactions make the change wholly
+// applied or not at all).
+func CallOp(ctx context.Context, nc *nats.Conn, m *api.Meta, req *pb.Request) (*pb.Reply, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, m.TimeoutOrDefault())
+		defer cancel()
+	}
+	if !m.Read {
+		return Call(ctx, nc, m.Subject(), req)
+	}
+	start := time.Now()
+	for backoff := 20 * time.Millisecond; ; backoff = min(2*backoff, 200*time.Millisecond) {
+		actx, cancel := context.WithTimeout(ctx, m.AttemptOrDefault())
+		rep, err := Call(actx, nc, m.Subject(), req)
+		cancel()
+		var u *unanswered
+		if err == nil || ctx.Err() != nil || !errors.As(err, &u) {
+			return rep, err
+		}
+		if u.noResponders {
+			if time.Since(start) > noResponderGrace {
+				return nil, err
+			}
+			select {
+			case <-ctx.Done():
+				return nil, err
+			case <-time.After(backoff):
+			}
+		}
+	}
+}
+
+// Invoke calls op with a typed request and returns the typed answer: how
+// services call each other. The request carries the origin in ctx (who
+// asked the calling service), so the callee logs the real caller. An error
+// answer comes back as an *apierr.Error of the answer's kind, with its
+// message and extra fields.
+func Invoke[Req, Resp any](ctx context.Context, nc *nats.Conn, op api.Op[Req, Resp], in *Req) (*Resp, error) {
+	m := op.Describe()
+	args, err := json.Marshal(in)
 	if err != nil {
-		return err
+		return nil, fmt.Errorf("bus: encode %s request: %w", m.Subject(), err)
+	}
+	o := api.OriginOf(ctx)
+	method := http.MethodPost
+	if m.Read {
+		method = http.MethodGet
+	}
+	rep, err := CallOp(ctx, nc, m, &pb.Request{Method: method, Args: args, Caller: o.Caller, By: o.By, RequestID: o.RequestID})
+	if err != nil {
+		return nil, err
 	}
 	if rep.Status >= 300 {
-		var e struct {
-			Error string `json:"error"`
+		return nil, ErrorOf(rep)
+	}
+	out := new(Resp)
+	if err := json.Unmarshal(rep.Body, out); err != nil {
+		return nil, fmt.Errorf("bus: decode %s answer: %w", m.Subject(), err)
+	}
+	return out, nil
+}
+
+// ErrorOf rebuilds the error an error reply carries.
+func ErrorOf(rep *pb.Reply) *apierr.Error {
+	var body map[string]any
+	_ = json.Unmarshal(rep.Body, &body)
+	e := &apierr.Error{Kind: apierr.KindOf(rep.Status)}
+	e.Message, _ = body["error"].(string)
+	for k, v := range body {
+		switch k {
+		case "ok", "code", "error":
+		default:
+			e = e.With(k, v)
 		}
-		_ = json.Unmarshal(rep.Body, &e)
-		return &apierr.Error{Status: rep.Status, Message: e.Error}
 	}
-	if out == nil {
-		return nil
-	}
-	return json.Unmarshal(rep.Body, out)
+	return e
 }

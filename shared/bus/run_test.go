@@ -33,16 +33,16 @@ func TestRunServesUntilContextEnds(t *testing.T) {
 			},
 		}}})
 	}()
-	var got struct{ N int }
+	var rep *pb.Reply
 	var err error
 	for i := 0; i < 200; i++ {
-		if err = bus.CallJSON(context.Background(), nc, subject, &pb.Request{Method: http.MethodGet}, &got); err == nil {
+		if rep, err = bus.Call(context.Background(), nc, subject, &pb.Request{Method: http.MethodGet}); err == nil {
 			break
 		}
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(10 * time.Millisecond) // not declared yet
 	}
-	if err != nil || got.N != 1 {
-		t.Fatalf("call while running: %v, %+v", err, got)
+	if err != nil || string(rep.Body) != `{"n":1}` {
+		t.Fatalf("call while running: %v, %+v", err, rep)
 	}
 	cancel()
 	select {
@@ -54,7 +54,7 @@ func TestRunServesUntilContextEnds(t *testing.T) {
 		t.Fatal("Run did not return after its context ended")
 	}
 	_, err = bus.Call(context.Background(), nc, subject, &pb.Request{Method: http.MethodGet})
-	if ae := apierr.From(err); err == nil || ae.Status != http.StatusServiceUnavailable {
+	if ae := apierr.From(err); err == nil || ae.Status() != http.StatusServiceUnavailable {
 		t.Fatalf("call after Run returned: %v, want a 503", err)
 	}
 }
@@ -112,7 +112,7 @@ func TestOversizedAnswerIsA500(t *testing.T) {
 		cctx, ccancel := context.WithTimeout(context.Background(), 5*time.Second)
 		rep, err = bus.Call(cctx, nc, subject, &pb.Request{Method: http.MethodGet})
 		ccancel()
-		if err == nil || apierr.From(err).Status != http.StatusServiceUnavailable || strings.Contains(err.Error(), "in time") {
+		if err == nil || apierr.From(err).Status() != http.StatusServiceUnavailable || strings.Contains(err.Error(), "in time") {
 			break
 		}
 		time.Sleep(10 * time.Millisecond) // not declared yet

@@ -13,22 +13,24 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 
+	"routerd.dev/proto/api"
 	pb "routerd.dev/proto/bus"
 	"routerd.dev/shared/apierr"
 )
 
-// DeadlineHeader carries the caller's deadline (unix milliseconds) so a
-// service stops working on a request nobody waits for any more.
-const DeadlineHeader = "Router-Deadline"
-
 // Handler runs one operation. It returns the HTTP status and the answer
-// body, or an error (an *apierr.Error, or anything else for a 500).
+// body, or an error (an *apierr.Error, or anything else for a 500). Bind
+// makes one from a typed domain method; raw handlers are for tests and
+// binary answers.
 type Handler func(ctx context.Context, req *pb.Request) (status int, body any, err error)
 
 // Endpoint binds a handler to a subject.
 type Endpoint struct {
 	Subject string
 	Handler Handler
+	// Concurrency is how many requests of this endpoint one replica works
+	// on at once; 0 is api.DefaultConcurrency.
+	Concurrency int
 }
 
 // ServiceConfig declares a service on the bus.
@@ -40,10 +42,20 @@ type ServiceConfig struct {
 	Log         *slog.Logger
 }
 
-// Serve declares the service with nats.go/micro: discovery, stats and a
-// queue group come with it. Every request is handled on its own goroutine so
-// a slow operation never holds up the next one; domain code serialises
-// where it must. Changes (any method but GET) are logged with their caller.
+// pendingPerWorker bounds the requests waiting for one worker of an
+// endpoint in this process. Past it the NATS client drops them (the caller
+// sees a 503 after its deadline); before that, requests that waited past
+// their deadline are refused at once, so an overloaded service sheds load
+// instead of piling up work nobody waits for.
+const pendingPerWorker = 256
+
+// Serve declares the service with nats.go/micro: discovery, statistics and
+// a queue group come with it. Each endpoint gets Concurrency subscriptions
+// in the queue group (micro endpoints of the same name): the handler runs
+// inside micro's request handling, so $SRV.STATS shows real processing time
+// and counts errors, and a replica works on at most Concurrency requests of
+// an endpoint at once. Changes (any method but GET) are logged with their
+// caller.
 func Serve(nc *nats.Conn, cfg ServiceConfig) (micro.Service, error) {
 	svc, err := micro.AddService(nc, micro.Config{
 		Name:        cfg.Name,
@@ -58,55 +70,24 @@ func Serve(nc *nats.Conn, cfg ServiceConfig) (micro.Service, error) {
 	if log == nil {
 		log = slog.Default()
 	}
+	w := &worker{log: log, maxPayload: nc.MaxPayload(), pub: NewPublisher(nc, cfg.Name, log)}
 	for _, ep := range cfg.Endpoints {
-		h := ep.Handler
-		subject := ep.Subject
-		name := strings.ReplaceAll(strings.TrimPrefix(subject, pb.Prefix+"."), ".", "_")
-		err := svc.AddEndpoint(name, micro.HandlerFunc(func(r micro.Request) {
-			go handle(r, subject, h, log, nc.MaxPayload())
-		}), micro.WithEndpointSubject(subject))
-		if err != nil {
-			_ = svc.Stop()
-			return nil, err
+		ep := ep
+		name := strings.ReplaceAll(strings.TrimPrefix(ep.Subject, api.SubjectPrefix+"."), ".", "_")
+		n := ep.Concurrency
+		if n <= 0 {
+			n = api.DefaultConcurrency
+		}
+		h := micro.HandlerFunc(func(r micro.Request) { w.handle(r, ep) })
+		for i := 0; i < n; i++ {
+			if err := svc.AddEndpoint(name, h, micro.WithEndpointSubject(ep.Subject),
+				micro.WithEndpointPendingLimits(pendingPerWorker, pendingPerWorker<<16)); err != nil {
+				_ = svc.Stop()
+				return nil, err
+			}
 		}
 	}
 	return svc, nil
-}
-
-func handle(r micro.Request, subject string, h Handler, log *slog.Logger, maxPayload int64) {
-	var req pb.Request
-	if err := json.Unmarshal(r.Data(), &req); err != nil {
-		respond(r, apierr.BadRequest("malformed request envelope"), nil, maxPayload)
-		return
-	}
-	ctx := context.Background()
-	if ms, err := strconv.ParseInt(r.Headers().Get(DeadlineHeader), 10, 64); err == nil {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadline(ctx, time.UnixMilli(ms))
-		defer cancel()
-	}
-	status, body, err := safeCall(ctx, h, &req)
-	if err != nil {
-		ae := apierr.From(err)
-		if ae.Status >= 500 {
-			log.Error("operation failed", "subject", subject, "request_id", req.RequestID,
-				"caller", req.Caller, "by", req.By, "status", ae.Status, "err", err)
-		} else if req.Method != http.MethodGet {
-			log.Info("change refused", "subject", subject, "request_id", req.RequestID,
-				"caller", req.Caller, "by", req.By, "status", ae.Status, "error", ae.Message)
-		}
-		respond(r, ae, nil, maxPayload)
-		return
-	}
-	// The action form carries the REST method of its operation, so the
-	// method alone says whether this was a change.
-	if req.Method != http.MethodGet {
-		log.Info("change", "subject", subject, "request_id", req.RequestID,
-			"caller", req.Caller, "by", req.By, "status", status)
-	}
-	if err := respond(r, nil, &reply{status, body}, maxPayload); err != nil {
-		log.Error("answer not sent", "subject", subject, "request_id", req.RequestID, "err", err)
-	}
 }
 
 // Run declares the service (Serve), serves until ctx ends, then stops it:
@@ -120,9 +101,34 @@ func Run(ctx context.Context, nc *nats.Conn, cfg ServiceConfig) error {
 	return svc.Stop()
 }
 
-type reply struct {
-	status int
-	body   any
+type worker struct {
+	log        *slog.Logger
+	maxPayload int64
+	pub        *Publisher
+}
+
+type publisherKey struct{}
+
+func (w *worker) handle(r micro.Request, ep Endpoint) {
+	var req pb.Request
+	if err := json.Unmarshal(r.Data(), &req); err != nil {
+		w.respond(r, ep.Subject, &req, 0, nil, apierr.BadRequest("malformed request envelope"))
+		return
+	}
+	deadline := time.Now().Add(api.DefaultTimeout)
+	if ms, err := strconv.ParseInt(r.Headers().Get(DeadlineHeader), 10, 64); err == nil {
+		deadline = time.UnixMilli(ms)
+	}
+	if time.Until(deadline) <= 0 {
+		w.respond(r, ep.Subject, &req, 0, nil, apierr.Unavailable("the %s service is busy: the request waited past its deadline; try again", serviceOf(ep.Subject)))
+		return
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	ctx = api.WithOrigin(ctx, api.Origin{Caller: req.Caller, By: req.By, RequestID: req.RequestID})
+	ctx = context.WithValue(ctx, publisherKey{}, w.pub)
+	status, body, err := safeCall(ctx, ep.Handler, &req)
+	w.respond(r, ep.Subject, &req, status, body, err)
 }
 
 func safeCall(ctx context.Context, h Handler, req *pb.Request) (status int, body any, err error) {
@@ -134,49 +140,140 @@ func safeCall(ctx context.Context, h Handler, req *pb.Request) (status int, body
 	return h(ctx, req)
 }
 
-// respond sends the reply. An answer over NATS's maximum payload is
-// replaced by a 500 saying so.
-func respond(r micro.Request, ae *apierr.Error, ok *reply, maxPayload int64) error {
-	var rep pb.Reply
-	if ae != nil {
-		rep.Status = ae.Status
-		rep.Body, _ = json.Marshal(ae.Body())
-	} else {
-		rep.Status = ok.status
-		switch b := ok.body.(type) {
+// respond sends the answer: a success through micro's Respond, an error
+// through micro's error path (so $SRV.STATS counts it), both carrying the
+// status in a header and the body as it is. An answer over NATS's maximum
+// payload is replaced by a 500 saying so.
+func (w *worker) respond(r micro.Request, subject string, req *pb.Request, status int, body any, err error) {
+	rep := &pb.Reply{Status: status}
+	var ae *apierr.Error
+	if err == nil {
+		switch b := body.(type) {
 		case Raw:
-			rep.ContentType, rep.Headers = b.ContentType, b.Headers
-			rep.Body, _ = json.Marshal(b.Data) // base64 string
+			rep.ContentType, rep.Headers, rep.Body = b.ContentType, b.Headers, b.Data
 		default:
-			raw, err := json.Marshal(b)
-			if err != nil {
-				rep.Status = http.StatusInternalServerError
-				raw, _ = json.Marshal(apierr.Internal(err.Error(), "cannot encode answer").Body())
+			raw, merr := json.Marshal(b)
+			if merr != nil {
+				err = apierr.Internal(merr.Error(), "cannot encode answer")
 			}
 			rep.Body = raw
 		}
 	}
-	out, _ := json.Marshal(&rep)
-	if maxPayload > 0 && int64(len(out)) > maxPayload {
+	if err == nil && w.maxPayload > 0 && int64(len(rep.Body)) > w.maxPayload-4096 {
 		// NATS would refuse it, and the caller would wait out its
 		// deadline and report a service that did not answer.
-		ae := apierr.Internal(fmt.Sprintf("%d bytes, at most %d", len(out), maxPayload), "the answer is too large for the bus; ask for less (a page, a filter)")
-		raw, _ := json.Marshal(&pb.Reply{Status: ae.Status, Body: mustMarshal(ae.Body())})
-		_ = r.Respond(raw)
-		return fmt.Errorf("answer of %d bytes over the bus's maximum payload of %d", len(out), maxPayload)
+		err = apierr.Internal(fmt.Sprintf("%d bytes, at most %d", len(rep.Body), w.maxPayload-4096),
+			"the answer is too large for the bus; ask for less (a page, a filter)")
 	}
-	return r.Respond(out)
+	if err != nil {
+		ae = apierr.From(err)
+		rep = &pb.Reply{Status: ae.Status()}
+		rep.Body, _ = json.Marshal(ae.Body())
+	}
+	w.logOutcome(subject, req, rep.Status, ae, err)
+	hdr := micro.Headers(EncodeReply(rep))
+	if ae != nil {
+		err = r.Error(strconv.Itoa(rep.Status), ae.Message, rep.Body, micro.WithHeaders(hdr))
+	} else {
+		err = r.Respond(rep.Body, micro.WithHeaders(hdr))
+	}
+	if err != nil {
+		w.log.Error("answer not sent", "subject", subject, "request_id", req.RequestID, "err", err)
+	}
 }
 
-func mustMarshal(v any) json.RawMessage {
-	raw, _ := json.Marshal(v)
-	return raw
+// logOutcome logs each change once, here, with who made it; failures of
+// reads only when the router is at fault.
+func (w *worker) logOutcome(subject string, req *pb.Request, status int, ae *apierr.Error, err error) {
+	// The action form carries the REST method of its operation, so the
+	// method alone says whether this was a change.
+	change := req.Method != http.MethodGet
+	switch {
+	case ae != nil && status >= 500 && ae.Kind != apierr.KindUnavailable:
+		w.log.Error("operation failed", "subject", subject, "request_id", req.RequestID,
+			"caller", req.Caller, "by", req.By, "status", status, "err", err)
+	case ae != nil && change:
+		w.log.Info("change refused", "subject", subject, "request_id", req.RequestID,
+			"caller", req.Caller, "by", req.By, "status", status, "error", ae.Message)
+	case ae == nil && change:
+		w.log.Info("change", "subject", subject, "request_id", req.RequestID,
+			"caller", req.Caller, "by", req.By, "status", status)
+	}
 }
 
-// Raw is a non-JSON answer body (a PNG, an archive). It travels in the
-// envelope base64-encoded as a JSON string; the gateway writes the bytes.
+func serviceOf(subject string) string {
+	parts := strings.SplitN(subject, ".", 3)
+	if len(parts) < 2 {
+		return subject
+	}
+	return parts[1]
+}
+
+// Raw is a non-JSON answer body (a PNG, an archive). It travels as the
+// message body as it is; the gateway writes the bytes.
 type Raw struct {
 	ContentType string
 	Headers     map[string]string
 	Data        []byte
+}
+
+// Bind makes the endpoint of op from a typed domain method: the adapter
+// decodes the arguments into a Req (body, then query, then path
+// parameters; the action form's strings leniently), checks the field
+// rules, calls fn, sets the answer's {ok, code} head, publishes the
+// operation's event, and turns fn's error into the error answer of its
+// kind.
+func Bind[Req, Resp any](op api.Op[Req, Resp], fn func(context.Context, *Req) (*Resp, error)) Endpoint {
+	m := op.Describe()
+	return Endpoint{Subject: m.Subject(), Concurrency: m.ConcurrencyOrDefault(),
+		Handler: func(ctx context.Context, req *pb.Request) (int, any, error) {
+			var in Req
+			if err := op.Decode(Arguments(req), &in); err != nil {
+				return 0, nil, err
+			}
+			out, err := fn(ctx, &in)
+			if err != nil {
+				return 0, nil, err
+			}
+			status := m.SuccessStatus()
+			if o, ok := any(out).(api.Outcomer); ok {
+				r := o.Outcome()
+				if r.Code != 0 {
+					status = r.Code
+				}
+				r.OK, r.Code = true, status
+			}
+			kind, data := m.Event, any(out)
+			if e, ok := any(out).(api.Evented); ok {
+				kind, data = e.EventOf()
+			}
+			if p, _ := ctx.Value(publisherKey{}).(*Publisher); p != nil && kind != "" {
+				p.Publish(kind, req, data)
+			}
+			return status, out, nil
+		}}
+}
+
+// Arguments merges an operation's argument sources into one object: the
+// body's fields, then the query's for names the body lacks, then the path
+// parameters'.
+func Arguments(req *pb.Request) map[string]json.RawMessage {
+	args := map[string]json.RawMessage{}
+	if len(req.Args) > 0 {
+		_ = json.Unmarshal(req.Args, &args)
+		if args == nil {
+			args = map[string]json.RawMessage{}
+		}
+	}
+	for k, v := range req.Query {
+		if _, ok := args[k]; !ok && len(v) > 0 {
+			args[k], _ = json.Marshal(v[len(v)-1])
+		}
+	}
+	for k, v := range req.Params {
+		if _, ok := args[k]; !ok {
+			args[k], _ = json.Marshal(v)
+		}
+	}
+	return args
 }

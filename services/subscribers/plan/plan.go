@@ -7,75 +7,22 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"regexp"
+	"net/http"
 	"sort"
 	"time"
 
+	"routerd.dev/proto/api"
 	"routerd.dev/shared/apierr"
 	"routerd.dev/shared/store"
 )
 
 // Plan is one speed plan as stored and answered.
-type Plan struct {
-	Name     string `json:"name"`
-	DownMbps int64  `json:"down_mbps"`
-	UpMbps   int64  `json:"up_mbps"`
-	Comment  string `json:"comment"`
-	Created  string `json:"created"`
-}
+type Plan = api.Plan
 
-// Listed is a plan in GET /plans, with how many MAC clients use it.
-type Listed struct {
-	Plan
-	Clients int `json:"clients"`
-}
+// TimeLayout is how timestamps are written in answers.
+const TimeLayout = "2006-01-02 15:04:05"
 
-// Limits of the spec (Document 2, Limits).
-const (
-	MinRate       = 1
-	MaxRate       = 100000
-	MaxComment    = 200
-	TimeLayout    = "2006-01-02 15:04:05"
-	clientsPrefix = "clients"
-)
-
-var namePattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,40}$`)
-
-// Input is a create-or-replace request.
-type Input struct {
-	Name     string
-	DownMbps int64
-	UpMbps   int64
-	Comment  string
-	// HasDown and HasUp say whether the rates were sent at all.
-	HasDown, HasUp bool
-}
-
-// Validate checks the fields against the spec and names the first bad one.
-func (in Input) Validate() error {
-	if in.Name == "" {
-		return apierr.Invalid("name", "name is required")
-	}
-	if !namePattern.MatchString(in.Name) {
-		return apierr.Invalid("name", "invalid plan name %q: use 1-40 letters, digits, _ or -", in.Name)
-	}
-	for _, r := range []struct {
-		field string
-		has   bool
-		v     int64
-	}{{"down_mbps", in.HasDown, in.DownMbps}, {"up_mbps", in.HasUp, in.UpMbps}} {
-		if !r.has {
-			return apierr.Invalid(r.field, "%s is required (integer %d-%d)", r.field, MinRate, MaxRate)
-		}
-		if r.v < MinRate || r.v > MaxRate {
-			return apierr.Invalid(r.field, "%s %d out of range %d-%d", r.field, r.v, MinRate, MaxRate)
-		}
-	}
-	if len(in.Comment) > MaxComment {
-		return apierr.Invalid("comment", "comment longer than %d characters", MaxComment)
-	}
-	return nil
-}
+const clientsPrefix = "clients"
 
 // client is the part of a stored MAC client this package reads: the plan
 // it uses. The clients area owns the document; plans only count users.
@@ -101,7 +48,7 @@ func NewBook(st *store.Store, now func() time.Time) *Book {
 func (b *Book) key(name string) string { return b.st.Key("plans", name) }
 
 // List returns every plan, sorted by name, with its client count.
-func (b *Book) List(ctx context.Context) ([]Listed, error) {
+func (b *Book) List(ctx context.Context, _ *api.None) (*api.PlanList, error) {
 	items, err := store.List[Plan](ctx, b.st, b.st.Key("plans")+"/")
 	if err != nil {
 		return nil, err
@@ -110,12 +57,12 @@ func (b *Book) List(ctx context.Context) ([]Listed, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := make([]Listed, 0, len(items))
+	out := make([]api.PlanListed, 0, len(items))
 	for _, it := range items {
-		out = append(out, Listed{Plan: it.Value, Clients: len(users[it.Value.Name])})
+		out = append(out, api.PlanListed{Plan: it.Value, Clients: len(users[it.Value.Name])})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out, nil
+	return &api.PlanList{Count: len(out), Plans: out}, nil
 }
 
 // Get returns one plan.
@@ -127,13 +74,24 @@ func (b *Book) Get(ctx context.Context, name string) (Plan, error) {
 	return p, err
 }
 
-// Put creates the plan or replaces its rates and comment. created says
-// which happened. A concurrent writer of the same plan makes it retry on
-// the fresh document rather than overwrite blindly.
-func (b *Book) Put(ctx context.Context, in Input) (p Plan, created bool, err error) {
-	if err := in.Validate(); err != nil {
-		return p, false, err
+// Put creates the plan (201 'Plan created') or replaces its rates and
+// comment (200 'Plan updated'). A concurrent writer of the same plan makes
+// it retry on the fresh document rather than overwrite blindly. The field
+// rules are api.PlanPut's, checked before Put is called.
+func (b *Book) Put(ctx context.Context, in *api.PlanPut) (*api.PlanPutAnswer, error) {
+	p, created, err := b.put(ctx, in)
+	if err != nil {
+		return nil, err
 	}
+	a := &api.PlanPutAnswer{Plan: p, OLT: b.oltSync(ctx)}
+	a.Code, a.Message = http.StatusCreated, "Plan created"
+	if !created {
+		a.Code, a.Message = http.StatusOK, "Plan updated"
+	}
+	return a, nil
+}
+
+func (b *Book) put(ctx context.Context, in *api.PlanPut) (p Plan, created bool, err error) {
 	for attempt := 0; attempt < 5; attempt++ {
 		old, rev, gerr := store.Get[Plan](ctx, b.st, b.key(in.Name))
 		switch {
@@ -156,10 +114,20 @@ func (b *Book) Put(ctx context.Context, in Input) (p Plan, created bool, err err
 }
 
 // Delete removes the plan unless a client uses it (409 listing the MACs).
-func (b *Book) Delete(ctx context.Context, name string) (Plan, error) {
-	if name == "" {
-		return Plan{}, apierr.Invalid("name", "name is required")
+func (b *Book) Delete(ctx context.Context, in *api.PlanRef) (*api.PlanDeleteAnswer, error) {
+	p, err := b.delete(ctx, in.Name)
+	if err != nil {
+		return nil, err
 	}
+	return &api.PlanDeleteAnswer{Result: api.Result{Message: "Plan deleted"}, Plan: p, OLT: b.oltSync(ctx)}, nil
+}
+
+// oltSync is the `olt` field of plan answers: how many OLTs are brought in
+// step in the background, or nil while no OLT is registered. No OLT can be
+// registered until the olt service exists, so it is nil today.
+func (b *Book) oltSync(ctx context.Context) any { return nil }
+
+func (b *Book) delete(ctx context.Context, name string) (Plan, error) {
 	p, rev, err := store.Get[Plan](ctx, b.st, b.key(name))
 	if errors.Is(err, store.ErrNotFound) {
 		return p, apierr.NotFound("No such plan: %s", name)
@@ -199,7 +167,12 @@ func (b *Book) users(ctx context.Context) (map[string][]string, error) {
 	return m, nil
 }
 
-// ClientCount is the number of registered MAC clients.
-func (b *Book) ClientCount(ctx context.Context) (int64, error) {
-	return b.st.Count(ctx, b.st.Key(clientsPrefix)+"/")
+// Summary is the client counts GET /status shows. Clients are not built
+// yet: the total counts their stored records, none is online.
+func (b *Book) Summary(ctx context.Context, _ *api.None) (*api.ClientCounts, error) {
+	n, err := b.st.Count(ctx, b.st.Key(clientsPrefix)+"/")
+	if err != nil {
+		return nil, err
+	}
+	return &api.ClientCounts{Total: n, PerNetwork: map[string]int64{}}, nil
 }

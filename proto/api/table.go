@@ -1,0 +1,19 @@
+package api
+
+// Table is every operation of the API, in one readable place. The gateway
+// mounts the REST and action forms of each; docs/openapi.yaml is generated
+// from it. An operation missing from here is answered as unknown, never
+// routed to a service that is not built.
+var Table = []Operation{
+	// System (Document 1).
+	StatusGet,
+
+	// Plans (Document 2).
+	PlansList, PlansPut, PlansDelete, ClientsSummary,
+
+	// Static routes (Document 2).
+	RoutesList, RoutesCreate, RoutesDelete, InterfacesCount,
+
+	// DHCP (Document 2; not on HTTP yet).
+	LeasesList, LeasesGet, PDSync, DHCPStatus,
+}
