@@ -1,7 +1,9 @@
 // Package netcfg is the service that owns the router's own network
 // configuration in the kernel: today static routes and the interface count.
-// It acts only in its target namespace and takes an etcd lock so a second
-// replica on the same host refuses to start instead of fighting the first.
+// It acts only in its target namespace, and only while it holds the host's
+// etcd lock: a second replica on the same host stands by and takes over when
+// the first stops or its lock lapses, and every etcd write is fenced by the
+// lock, so a replica that lost it cannot write over its successor.
 package netcfg
 
 import (
@@ -35,8 +37,11 @@ type Deps struct {
 
 // Service is the netcfg service.
 type Service struct {
-	deps   Deps
-	nl     *netlink.Handle
+	deps Deps
+	nl   *netlink.Handle
+	st   *store.Store // unfenced; each term hands routes st.Fenced(lock)
+	// routes is built once so the bus handlers can use it; it writes
+	// through the fenced store of the term in progress.
 	routes *route.Table
 	pub    *bus.Publisher
 }
@@ -51,29 +56,41 @@ func New(d Deps) (*Service, error) {
 		return nil, err
 	}
 	st := store.New(d.KV, Name)
-	return &Service{deps: d, nl: nl, routes: route.NewTable(st, nl, d.Now), pub: bus.NewPublisher(d.NC, Name, d.Log)}, nil
+	return &Service{deps: d, nl: nl, st: st, routes: route.NewTable(st, nl, d.Now), pub: bus.NewPublisher(d.NC, Name, d.Log)}, nil
 }
 
-// Run takes the host lock, reconciles the kernel to etcd, then serves until
-// ctx ends.
+// Run serves while it holds the host lock, standing by while another
+// replica holds it and again after losing it (store.Hold), until ctx ends.
 func (s *Service) Run(ctx context.Context) error {
 	defer s.nl.Close()
-	lock, err := store.TryLock(ctx, s.deps.KV, Name+"/"+lockName(s.deps.NS))
-	if err != nil {
-		return fmt.Errorf("netcfg: %w (is another netcfg running for this host?)", err)
-	}
-	defer lock.Unlock(context.WithoutCancel(ctx))
+	return store.Hold(ctx, s.deps.KV, Name+"/"+lockName(s.deps.NS), s.deps.Log, s.serve)
+}
 
-	n, problems, err := s.routes.Restore(ctx)
+// serve is one term as the host's netcfg: reconcile the kernel with the
+// stored routes, then answer on the bus until ctx ends (store.Hold ends it
+// the moment the lock lapses). Every etcd write of the term is fenced by
+// lock.
+func (s *Service) serve(ctx context.Context, lock *store.Lock) error {
+	s.routes.Use(s.st.Fenced(lock))
+	res, err := s.routes.Reconcile(ctx)
 	if err != nil {
-		return fmt.Errorf("netcfg: restoring routes: %w", err)
+		if ctx.Err() != nil {
+			return nil // lock lost or stopping: Hold knows which
+		}
+		return fmt.Errorf("netcfg: reconciling routes: %w", err)
 	}
-	for _, p := range problems {
-		s.deps.Log.Warn("route not restored", "problem", p)
+	for _, p := range res.Problems {
+		s.deps.Log.Warn("route not reconciled", "problem", p)
 	}
-	if n > 0 {
-		s.deps.Log.Info("routes restored into the kernel", "count", n)
-		s.pub.Publish(event.RouteRestore, nil, map[string]any{"restored": n, "problems": problems})
+	for _, r := range res.Removed {
+		s.deps.Log.Info("route of netcfg's protocol not stored: removed from the kernel", "route", r)
+	}
+	if len(res.Added) > 0 || len(res.Removed) > 0 {
+		s.deps.Log.Info("kernel routes reconciled with the store", "added", len(res.Added), "removed", len(res.Removed))
+	}
+	if len(res.Added) > 0 || len(res.Removed) > 0 || len(res.Problems) > 0 {
+		s.pub.Publish(event.RouteRestore, nil, map[string]any{
+			"restored": len(res.Added), "removed": len(res.Removed), "problems": res.Problems})
 	}
 
 	return bus.Run(ctx, s.deps.NC, bus.ServiceConfig{

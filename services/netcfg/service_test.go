@@ -3,6 +3,7 @@ package netcfg_test
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"net"
 	"strings"
 	"sync"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 
+	"routerd.dev/proto/api"
 	pb "routerd.dev/proto/bus"
 	"routerd.dev/services/netcfg"
 	"routerd.dev/shared/bus"
@@ -66,7 +68,7 @@ func start(t *testing.T, env *testenv.Env, ns *netns.NS) *running {
 	// Ready when the endpoint answers.
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
-		if _, err := bus.Call(context.Background(), env.NC, pb.RoutesList, &pb.Request{Method: "GET"}); err == nil {
+		if _, err := bus.Call(context.Background(), env.NC, api.RoutesList.Subject(), &pb.Request{Method: "GET"}); err == nil {
 			t.Cleanup(r.stop)
 			return r
 		}
@@ -112,7 +114,7 @@ func TestRoutesInKernel(t *testing.T) {
 
 	add := func(body map[string]any, wantStatus int) map[string]any {
 		t.Helper()
-		status, m := call(t, env, pb.RoutesCreate, "POST", body)
+		status, m := call(t, env, api.RoutesCreate.Subject(), "POST", body)
 		if status != wantStatus {
 			t.Fatalf("add %v: status %d, want %d: %v", body, status, wantStatus, m)
 		}
@@ -131,22 +133,23 @@ func TestRoutesInKernel(t *testing.T) {
 		t.Errorf("kernel refusal detail = %q, want the kernel's text", d)
 	}
 
+	// netcfg's routes carry its protocol, 213 (iproute2 has no name for it).
 	out := testenv.Run(t, ns, "ip", "route")
-	for _, want := range []string{"198.51.100.0/24 via 192.0.2.2 dev r0 proto static", "203.0.113.0/24 dev r0 proto static scope link"} {
+	for _, want := range []string{"198.51.100.0/24 via 192.0.2.2 dev r0 proto 213", "203.0.113.0/24 dev r0 proto 213 scope link"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("ip route lacks %q:\n%s", want, out)
 		}
 	}
-	if out6 := testenv.Run(t, ns, "ip", "-6", "route"); !strings.Contains(out6, "2001:db8:5::/48 via 2001:db8::2 dev r0 proto static") {
+	if out6 := testenv.Run(t, ns, "ip", "-6", "route"); !strings.Contains(out6, "2001:db8:5::/48 via 2001:db8::2 dev r0 proto 213") {
 		t.Errorf("ip -6 route lacks the managed route:\n%s", out6)
 	}
 
-	status, list := call(t, env, pb.RoutesList, "GET", nil)
+	status, list := call(t, env, api.RoutesList.Subject(), "GET", nil)
 	if status != 200 || list["count"].(float64) != 3 {
 		t.Fatalf("list: %d %v", status, list)
 	}
 	live4, _ := json.Marshal(list["live_ipv4"])
-	if !strings.Contains(string(live4), "198.51.100.0/24 via 192.0.2.2 dev r0 proto static") {
+	if !strings.Contains(string(live4), "198.51.100.0/24 via 192.0.2.2 dev r0 proto routerd") {
 		t.Errorf("live_ipv4 = %s", live4)
 	}
 
@@ -157,7 +160,7 @@ func TestRoutesInKernel(t *testing.T) {
 	testenv.Run(t, ns, "ip", "-6", "route", "del", "2001:db8:5::/48")
 	start(t, env, ns)
 	out = testenv.Run(t, ns, "ip", "route")
-	if !strings.Contains(out, "198.51.100.0/24 via 192.0.2.2 dev r0 proto static") {
+	if !strings.Contains(out, "198.51.100.0/24 via 192.0.2.2 dev r0 proto 213") {
 		t.Errorf("after restart the route did not come back:\n%s", out)
 	}
 	before := testenv.Run(t, ns, "ip", "-6", "route")
@@ -166,11 +169,11 @@ func TestRoutesInKernel(t *testing.T) {
 	}
 
 	// Delete narrows by prefix; a second delete is 404.
-	status, m = call(t, env, pb.RoutesDelete, "DELETE", map[string]any{"prefix": "198.51.100.0/24"})
+	status, m = call(t, env, api.RoutesDelete.Subject(), "DELETE", map[string]any{"prefix": "198.51.100.0/24"})
 	if status != 200 || m["kernel_removed"] != true {
 		t.Fatalf("delete: %d %v", status, m)
 	}
-	if status, _ := call(t, env, pb.RoutesDelete, "DELETE", map[string]any{"prefix": "198.51.100.0/24"}); status != 404 {
+	if status, _ := call(t, env, api.RoutesDelete.Subject(), "DELETE", map[string]any{"prefix": "198.51.100.0/24"}); status != 404 {
 		t.Fatalf("second delete: %d, want 404", status)
 	}
 	if out := testenv.Run(t, ns, "ip", "route"); strings.Contains(out, "198.51.100.0/24") {
@@ -179,17 +182,83 @@ func TestRoutesInKernel(t *testing.T) {
 	_ = net.IPv4len
 }
 
-func TestSecondReplicaRefusesToStart(t *testing.T) {
+// logBuf collects a service's log for a test to read.
+type logBuf struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *logBuf) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuf) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// waitFor polls cond (bounded) and fails the test when it stays false.
+func waitFor(t *testing.T, what string, within time.Duration, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(within); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if cond() {
+			return
+		}
+	}
+	t.Fatalf("%s: not within %v", what, within)
+}
+
+// A second replica for the same host stands by while the first serves, and
+// takes over when it stops: it reconciles the kernel (removing a route of
+// netcfg's protocol that is not stored) and serves the stored routes.
+func TestSecondReplicaStandsByAndTakesOver(t *testing.T) {
 	ns := testenv.Netns(t)
+	port(t, ns)
 	env := testenv.Start(t)
-	start(t, env, ns)
-	svc, err := netcfg.New(netcfg.Deps{NC: env.NC, KV: env.KV, NS: ns, Log: testenv.Log(t)})
+	first := start(t, env, ns)
+	if status, m := call(t, env, api.RoutesCreate.Subject(), "POST", map[string]any{"prefix": "198.51.100.0/24", "via": "192.0.2.2"}); status != 201 {
+		t.Fatalf("add: %d %v", status, m)
+	}
+
+	logs := &logBuf{}
+	svc, err := netcfg.New(netcfg.Deps{NC: env.NC, KV: env.KV, NS: ns, Log: slog.New(slog.NewTextHandler(logs, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := svc.Run(ctx); err == nil || !strings.Contains(err.Error(), "lock held") {
-		t.Fatalf("second replica: err = %v, want a lock refusal", err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- svc.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("second replica's Run: %v", err)
+		}
+	})
+	waitFor(t, "second replica says it stands by", 10*time.Second, func() bool { return strings.Contains(logs.String(), "standing by") })
+	select {
+	case err := <-done:
+		t.Fatalf("second replica exited while the first holds the lock: %v", err)
+	default:
+	}
+
+	// Left behind as if by a crash between a store delete and the kernel's.
+	testenv.Run(t, ns, "ip", "route", "add", "203.0.113.0/24", "via", "192.0.2.7", "proto", "213")
+	first.stop()
+	waitFor(t, "second replica serves", 20*time.Second, func() bool {
+		_, err := bus.Call(context.Background(), env.NC, api.RoutesList.Subject(), &pb.Request{Method: "GET"})
+		return err == nil
+	})
+	if !strings.Contains(logs.String(), "took over") {
+		t.Errorf("second replica's log does not say it took over:\n%s", logs)
+	}
+	out := testenv.Run(t, ns, "ip", "route")
+	if strings.Contains(out, "203.0.113.0/24") || !strings.Contains(out, "198.51.100.0/24 via 192.0.2.2 dev r0 proto 213") {
+		t.Errorf("after the takeover, want the stored route and not the stale one:\n%s", out)
+	}
+	if status, m := call(t, env, api.RoutesCreate.Subject(), "POST", map[string]any{"prefix": "198.51.101.0/24", "via": "192.0.2.2"}); status != 201 {
+		t.Fatalf("add through the second replica: %d %v", status, m)
 	}
 }

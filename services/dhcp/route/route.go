@@ -14,11 +14,14 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+
+	"routerd.dev/proto/kernel"
 )
 
-// Protocol marks the routes this package owns (rtnetlink protocol number),
-// so the reconciler never touches a route someone else installed.
-const Protocol netlink.RouteProtocol = 0xd6
+// Protocol marks the routes this package owns (rtnetlink protocol number,
+// kernel.DHCPRouteProtocol), so the reconciler never touches a route
+// someone else installed.
+const Protocol netlink.RouteProtocol = kernel.DHCPRouteProtocol
 
 // Want is one delegated prefix's route.
 type Want struct {

@@ -7,6 +7,8 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+
+	"routerd.dev/proto/kernel"
 )
 
 // Live renders the kernel's main routing table of one family the way
@@ -16,12 +18,7 @@ func (t *Table) Live(family int) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	names := map[int]string{}
-	if links, err := t.nl.LinkList(); err == nil {
-		for _, l := range links {
-			names[l.Attrs().Index] = l.Attrs().Name
-		}
-	}
+	names := t.linkNames()
 	out := make([]string, 0, len(routes))
 	for _, r := range routes {
 		if family == unix.AF_INET6 && r.Type != unix.RTN_UNICAST && r.Type != 0 {
@@ -33,9 +30,23 @@ func (t *Table) Live(family int) ([]string, error) {
 	return out, nil
 }
 
+// linkNames maps the namespace's link indexes to names; empty when the
+// links cannot be listed (routes then print without dev).
+func (t *Table) linkNames() map[int]string {
+	names := map[int]string{}
+	if links, err := t.nl.LinkList(); err == nil {
+		for _, l := range links {
+			names[l.Attrs().Index] = l.Attrs().Name
+		}
+	}
+	return names
+}
+
 var protoNames = map[netlink.RouteProtocol]string{
 	unix.RTPROT_KERNEL: "kernel", unix.RTPROT_BOOT: "boot", unix.RTPROT_STATIC: "static",
 	unix.RTPROT_RA: "ra", unix.RTPROT_DHCP: "dhcp", 186: "bgp", 188: "ospf", 12: "bird",
+	kernel.NetcfgRouteProtocol: kernel.NetcfgRouteProtocolName,
+	kernel.DHCPRouteProtocol:   kernel.DHCPRouteProtocolName,
 }
 
 var scopeNames = map[netlink.Scope]string{
