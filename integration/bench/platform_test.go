@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/micro"
+
 	"routerd.dev/gateway"
 	"routerd.dev/proto/api"
 	pb "routerd.dev/proto/bus"
@@ -171,7 +173,7 @@ func BenchmarkStatus(b *testing.B) {
 	}
 	b.Run("gateway-parallel", func(b *testing.B) {
 		var l latencies
-		b.SetParallelism(8)
+		b.SetParallelism(8) // 16 clients on two cores
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
 				l.time(func() { p.http(b, "GET", "/status", "") })
@@ -179,6 +181,30 @@ func BenchmarkStatus(b *testing.B) {
 		})
 		l.report(b)
 	})
+	// The handler ran inside micro's request handling: $SRV.STATS shows
+	// the time it took.
+	n, busy := stats(b, p, "system")
+	if n == 0 || busy == 0 {
+		b.Fatalf("$SRV.STATS.system: %d requests, %v processing; want both non-zero", n, busy)
+	}
+	b.Logf("$SRV.STATS.system: %d requests, %v processing, %v average", n, busy, busy/time.Duration(n))
+}
+
+// stats sums an service's endpoints' micro statistics.
+func stats(b *testing.B, p *platform, service string) (n int, busy time.Duration) {
+	msg, err := p.env.NC.Request("$SRV.STATS."+service, nil, 5*time.Second)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var st micro.Stats
+	if err := json.Unmarshal(msg.Data, &st); err != nil {
+		b.Fatal(err)
+	}
+	for _, ep := range st.Endpoints {
+		n += ep.NumRequests
+		busy += ep.ProcessingTime
+	}
+	return n, busy
 }
 
 // BenchmarkPlanPair is POST /plans then DELETE /plans/{name}: two etcd

@@ -8,7 +8,10 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+
 	"time"
+
+	"golang.org/x/sync/singleflight"
 
 	"github.com/nats-io/nats.go"
 
@@ -33,7 +36,15 @@ type Deps struct {
 }
 
 // Service is the system service.
-type Service struct{ deps Deps }
+type Service struct {
+	deps Deps
+	// gather coalesces the questions of concurrent GET /status: a request
+	// arriving while the other services are being asked shares that round
+	// of answers (at most a few milliseconds old) instead of asking again,
+	// so a burst of status polls costs the other services one question
+	// each, not one per poll.
+	gather singleflight.Group
+}
 
 // New builds the service.
 func New(d Deps) *Service {
@@ -63,18 +74,12 @@ func (s *Service) status(ctx context.Context, _ *api.None) (*api.Status, error) 
 		Antispoof:     "off",
 		ServerTime:    s.deps.Now().Format("2006-01-02 15:04:05"),
 	}
-	// The three questions go out together: the answer takes as long as the
-	// slowest service, not the sum of them.
-	var (
-		wg     sync.WaitGroup
-		counts *api.ClientCounts
-		ifs    *api.InterfaceCount
-	)
-	wg.Add(3)
-	go func() { defer wg.Done(); counts = ask(s, ctx, api.ClientsSummary) }()
-	go func() { defer wg.Done(); ifs = ask(s, ctx, api.InterfacesCount) }()
-	go func() { defer wg.Done(); st.DHCPService = s.serviceState("dhcp") }()
-	wg.Wait()
+	v, _, _ := s.gather.Do("status", func() (any, error) {
+		return s.others(context.WithoutCancel(ctx)), nil
+	})
+	o := v.(*others)
+	counts, ifs := o.counts, o.ifs
+	st.DHCPService = o.dhcp
 	if counts != nil {
 		st.TotalClients, st.OnlineClients = counts.Total, counts.Online
 		if counts.PerNetwork != nil {
@@ -85,6 +90,28 @@ func (s *Service) status(ctx context.Context, _ *api.None) (*api.Status, error) 
 		st.Interfaces = ifs.Interfaces
 	}
 	return st, nil
+}
+
+// others is what GET /status asks the other services.
+type others struct {
+	counts *api.ClientCounts
+	ifs    *api.InterfaceCount
+	dhcp   string
+}
+
+// others asks them together: the answer takes as long as the slowest
+// service, not the sum of them.
+func (s *Service) others(ctx context.Context) *others {
+	var (
+		wg sync.WaitGroup
+		o  others
+	)
+	wg.Add(3)
+	go func() { defer wg.Done(); o.counts = ask(s, ctx, api.ClientsSummary) }()
+	go func() { defer wg.Done(); o.ifs = ask(s, ctx, api.InterfacesCount) }()
+	go func() { defer wg.Done(); o.dhcp = s.serviceState("dhcp") }()
+	wg.Wait()
+	return &o
 }
 
 // ask calls another service; a service that is not running leaves the
