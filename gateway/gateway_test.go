@@ -243,6 +243,12 @@ func TestBodyLimit(t *testing.T) {
 	if status, err := writeAllThenRead(f.url, 20<<20, true); err != nil || status != 413 {
 		t.Errorf("Expect: 100-continue: status %d, err %v; want 413", status, err)
 	}
+	// A large JSON body reaches the service whole (the bus carries it).
+	large := `{"name":"big","comment":"` + strings.Repeat("c", 3<<20) + `"}`
+	_, req := envelope(t, do(t, "POST", f.url+"/plans", strings.NewReader(large), withKey))
+	if len(req.Args) != len(large) {
+		t.Errorf("3 MiB body: %d bytes reached the service, want %d", len(req.Args), len(large))
+	}
 	// Exactly 4 MiB is read (and, not being JSON, counts as empty).
 	ok := bytes.Repeat([]byte(" "), gateway.MaxBody)
 	if a := do(t, "POST", f.url+"/plans", bytes.NewReader(ok), withKey); a.status != 200 {

@@ -26,10 +26,18 @@ type EmbedConfig struct {
 	Listen string
 }
 
+// MaxPayload is the largest message of the embedded server: room for a
+// 4 MiB request body and its envelope. An external cluster needs
+// max_payload set as high (deploy/ says so).
+const MaxPayload = 8 << 20
+
 // StartEmbedded starts a NATS server with JetStream inside this process.
 func StartEmbedded(c EmbedConfig) (*server.Server, error) {
 	opts := &server.Options{
 		ServerName: "routerd",
+		// A request carries a body of up to 4 MiB (the API's limit) in its
+		// envelope; NATS's default 1 MiB would refuse it.
+		MaxPayload: MaxPayload,
 		JetStream:  true,
 		StoreDir:   filepath.Clean(c.StoreDir),
 		NoSigs:     true,

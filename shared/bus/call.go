@@ -89,6 +89,8 @@ func Call(ctx context.Context, nc *nats.Conn, subject string, req *pb.Request) (
 		return nil, &unanswered{apierr.Unavailable("the %s service is not running (nothing serves %s)", serviceOf(subject), subject), true}
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout):
 		return nil, &unanswered{apierr.Unavailable("the %s service did not answer in time (%s); try again", serviceOf(subject), subject), false}
+	case errors.Is(err, nats.ErrMaxPayload):
+		return nil, apierr.New(apierr.KindTooLarge, "request of %d bytes too large for the bus (at most %d)", len(data), nc.MaxPayload())
 	case err != nil:
 		return nil, fmt.Errorf("bus: request %s: %w", subject, err)
 	}
