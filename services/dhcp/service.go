@@ -77,6 +77,7 @@ type ServiceDeps struct {
 type Service struct {
 	d      ServiceDeps
 	st     *store.Store
+	wst    *store.Store // st fenced by the host lock of the current term
 	events *busEvents
 
 	mu    sync.Mutex
@@ -139,12 +140,14 @@ func (s *Service) Run(ctx context.Context) error {
 // serve is one term as the host's engine: load the configuration, run the
 // engine, follow the stored configuration and answer on the bus until ctx
 // ends, which store.Hold does the moment the lock lapses.
-func (s *Service) serve(ctx context.Context, _ *store.Lock) error {
+func (s *Service) serve(ctx context.Context, lock *store.Lock) error {
+	// Every write of this term is conditional on still holding the lock.
+	s.wst = s.st.Fenced(lock)
 	cfg, from, err := s.loadConfig(ctx)
 	if err != nil {
 		return err
 	}
-	eng, err := New(cfg, Deps{Store: lease.NewEtcdStore(s.d.KV), NetNS: s.d.NS, Events: s.events,
+	eng, err := New(cfg, Deps{Store: lease.NewEtcdStore(s.d.KV).Fenced(lock.Fence()), NetNS: s.d.NS, Events: s.events,
 		Log: s.d.Log, Now: s.d.Now, ListenRetry: s.d.ListenRetry})
 	if err != nil {
 		return err
@@ -288,7 +291,7 @@ func (s *Service) saveApplied(ctx context.Context, rev int64, cfg config.Config)
 	if err == nil && cur.Revision == rev {
 		return
 	}
-	if _, err := s.st.Txn().Put(s.st.Key(AppliedDoc), appliedDoc{Revision: rev, Config: cfg}).Commit(ctx); err != nil {
+	if _, err := s.wst.Txn().Put(s.st.Key(AppliedDoc), appliedDoc{Revision: rev, Config: cfg}).Commit(ctx); err != nil {
 		s.d.Log.Warn("cannot keep a copy of the applied dhcp configuration", "revision", rev, "err", err)
 	}
 }

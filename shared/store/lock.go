@@ -82,6 +82,11 @@ func (l *Lock) fence() clientv3.Cmp {
 	return clientv3.Compare(clientv3.CreateRevision(l.key), "=", l.rev)
 }
 
+// Fence is that condition for writers that build their own etcd
+// transactions (the DHCP lease committer): put it in the transaction's If,
+// and a failed transaction means the lock no longer holds.
+func (l *Lock) Fence() clientv3.Cmp { return l.fence() }
+
 func newSession(ctx context.Context, cli *clientv3.Client) (*concurrency.Session, error) {
 	s, err := concurrency.NewSession(cli, concurrency.WithTTL(int(LockTTL/time.Second)), concurrency.WithContext(context.WithoutCancel(ctx)))
 	if err != nil {

@@ -3,6 +3,7 @@ package lease
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -21,10 +22,26 @@ type EtcdStore struct {
 	// MaxTxnOps is etcd's per-transaction limit (server flag --max-txn-ops,
 	// default 128); bigger batches become several transactions sent at once.
 	MaxTxnOps int
+	// fence, when set, is a condition every write transaction must meet:
+	// the host lock still held (store.Lock.Fence), so an engine whose lock
+	// lapsed cannot overwrite the leases of the one that took over.
+	fence []clientv3.Cmp
 }
+
+// ErrFenced is Apply's error when the fence condition failed: nothing was
+// written.
+var ErrFenced = errors.New("lease store: the host lock no longer holds; leases not written")
 
 // NewEtcdStore returns a store on cli.
 func NewEtcdStore(cli *clientv3.Client) *EtcdStore { return &EtcdStore{cli: cli, MaxTxnOps: 128} }
+
+// Fenced returns a store whose every write transaction is conditional on
+// cmp (store.Lock.Fence).
+func (s *EtcdStore) Fenced(cmp clientv3.Cmp) *EtcdStore {
+	c := *s
+	c.fence = []clientv3.Cmp{cmp}
+	return &c
+}
 
 // Load implements Store.
 func (s *EtcdStore) Load(ctx context.Context) ([]Lease, error) {
@@ -76,7 +93,11 @@ func (s *EtcdStore) Apply(ctx context.Context, ops []Op) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if _, err := s.cli.Txn(ctx).Then(tops...).Commit(); err != nil {
+			resp, err := s.cli.Txn(ctx).If(s.fence...).Then(tops...).Commit()
+			if err == nil && !resp.Succeeded {
+				err = ErrFenced
+			}
+			if err != nil {
 				mu.Lock()
 				errs = append(errs, err)
 				mu.Unlock()
