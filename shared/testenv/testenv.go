@@ -1,10 +1,12 @@
 // Package testenv starts what component tests need: an in-process NATS
-// server and an embedded etcd, both in the test's temporary directory and
-// both stopped by t.Cleanup. There is no mock key-value store on purpose.
+// server per test, and an embedded etcd (one per package under Main, one
+// per test otherwise) in which each test has a keyspace of its own; both
+// are let go by t.Cleanup. There is no mock key-value store on purpose.
+// It also waits for conditions (Eventually, WaitFor) so that tests do not
+// sleep and poll by hand, and makes anonymous network namespaces (Netns).
 package testenv
 
 import (
-	"context"
 	"log/slog"
 	"testing"
 
@@ -20,23 +22,20 @@ import (
 type Env struct {
 	NATS *server.Server
 	NC   *nats.Conn
+	// Etcd is the member KV talks to. Under Main other tests use it too:
+	// leave stopping it to testenv.
 	Etcd *store.Embedded
-	KV   *clientv3.Client
+	// KV sees a keyspace of the test's own (see the function Etcd).
+	KV *clientv3.Client
 }
 
-// Start starts both; it fails the test when either cannot start.
+// Start starts a NATS server for the test and gives it an etcd keyspace of
+// its own; it fails the test when either cannot start.
 func Start(t testing.TB) *Env {
 	t.Helper()
-	dir := t.TempDir()
-	ns, nc := startNATS(t, dir+"/nats")
-	e, err := store.StartEmbedded(context.Background(), store.EmbedConfig{Dir: dir + "/etcd"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(e.Close)
-	kv := e.Client()
-	t.Cleanup(func() { kv.Close() })
-	return &Env{NATS: ns, NC: nc, Etcd: e, KV: kv}
+	ns, nc := startNATS(t, t.TempDir())
+	e, pfx := member(t)
+	return &Env{NATS: ns, NC: nc, Etcd: e, KV: client(t, e, pfx)}
 }
 
 // NATS starts an embedded NATS server alone and connects to it, for tests
