@@ -45,8 +45,22 @@ func natsBus(t *testing.T) (*nats.Conn, chan *nats.Msg) {
 	return nc, ch
 }
 
-// received collects the events that arrive until none has for quiet.
-func received(ch chan *nats.Msg, quiet time.Duration) []string {
+// received waits until b has dealt with (published, dropped, failed or
+// suppressed) all n events handed to its Publish, then returns the events
+// that reached the bus. Nothing is left in flight then: nc.Flush is a round
+// trip, and the server delivers to nc's subscription everything published
+// before it answers.
+func received(t *testing.T, b *busEvents, nc *nats.Conn, ch chan *nats.Msg, n uint64) []string {
+	t.Helper()
+	testenv.Eventually(t, 5*time.Second, func() error {
+		if st := b.Stats(); st.Published+st.Dropped+st.Failed+st.UnknownDeviceSuppressed < n {
+			return fmt.Errorf("%d of %d events dealt with: %+v", st.Published+st.Dropped+st.Failed+st.UnknownDeviceSuppressed, n, st)
+		}
+		return nil
+	})
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
 	var out []string
 	for {
 		select {
@@ -56,7 +70,7 @@ func received(ch chan *nats.Msg, quiet time.Duration) []string {
 			_ = json.Unmarshal(m.Data, &ev)
 			_ = json.Unmarshal(ev.Data, &l)
 			out = append(out, fmt.Sprintf("%s %s %s %s", m.Subject, ev.Kind, l.Iface, l.MAC))
-		case <-time.After(quiet):
+		default:
 			return out
 		}
 	}
@@ -93,7 +107,7 @@ func TestUnknownDeviceRateLimit(t *testing.T) {
 	b.Publish("lease_granted", unknown("vlan100", "02:AA:00:00:00:01"))
 	b.Publish("lease_granted", unknown("vlan100", "02:AA:00:00:00:01"))
 
-	got := received(ch, 500*time.Millisecond)
+	got := received(t, b, nc, ch, 20+5)
 	want := []string{
 		"router.events.dhcp.device.unknown device.unknown vlan100 02:AA:00:00:00:01",
 		"router.events.dhcp.device.unknown device.unknown vlan100 02:AA:00:00:00:01",
@@ -155,7 +169,7 @@ func TestPublishNeverBlocks(t *testing.T) {
 		t.Errorf("dropped %d, want 6", got)
 	}
 	runEvents(t, b)
-	if got := len(received(ch, 500*time.Millisecond)); got != 4 {
+	if got := len(received(t, b, nc, ch, 10)); got != 4 {
 		t.Errorf("%d events reached the bus, want the 4 buffered", got)
 	}
 }

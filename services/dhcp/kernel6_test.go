@@ -9,20 +9,22 @@ import (
 	"time"
 
 	"routerd.dev/services/dhcp/lease"
+	"routerd.dev/shared/testenv"
 )
 
 // TestKernelDHCPv6AndPD: dhclient -6 -N -P gets an address from the derived
 // pool and a delegated prefix; the prefix's route via the client appears in
 // the router namespace, survives an engine restart, and goes on release.
 func TestKernelDHCPv6AndPD(t *testing.T) {
+	t.Parallel() // own namespaces and keyspace; mostly waits on clients and timers
 	needRoot(t, "dhclient")
 	tp := newTopo(t)
 	h := newHarness(t, tp, kernelConfig(tp))
 	hook, hookLog := tp.script(t)
 	lf, pf := filepath.Join(tp.dir, "dhclient6.leases"), filepath.Join(tp.dir, "dhclient6.pid")
 	dhclient := func(extra ...string) (string, error) {
-		args := append([]string{"netns", "exec", tp.cli, "dhclient", "-6", "-N", "-P", "-1", "-v", "-sf", hook, "-lf", lf, "-pf", pf}, extra...)
-		return run(t, 60*time.Second, "ip", append(args, tp.cliIf)...)
+		args := append([]string{"dhclient", "-6", "-N", "-P", "-1", "-v", "-sf", hook, "-lf", lf, "-pf", pf}, extra...)
+		return tp.client(t, 60*time.Second, append(args, tp.cliIf)...)
 	}
 	if out, err := dhclient(); err != nil {
 		t.Fatalf("dhclient -6: %v\n%s", err, out)
@@ -40,16 +42,11 @@ func TestKernelDHCPv6AndPD(t *testing.T) {
 		t.Errorf("dhclient was not told its address and prefix:\n%s", b)
 	}
 	routeShown := func() string {
-		return must(t, "ip", "-n", tp.srv, "-6", "route", "show", pd.Prefix().String())
+		return testenv.Run(t, tp.srv, "ip", "-6", "route", "show", pd.Prefix().String())
 	}
 	waitFor := func(what string, cond func() bool) {
 		t.Helper()
-		for i := 0; i < 100 && !cond(); i++ {
-			time.Sleep(50 * time.Millisecond)
-		}
-		if !cond() {
-			t.Fatalf("timed out waiting for %s", what)
-		}
+		testenv.WaitFor(t, 5*time.Second, what, cond)
 	}
 	waitFor("delegated route", func() bool { return strings.Contains(routeShown(), "via fe80::") })
 	if !strings.Contains(routeShown(), "dev "+tp.srvIf) {
@@ -61,7 +58,7 @@ func TestKernelDHCPv6AndPD(t *testing.T) {
 
 	// Remove the route behind the engine's back: the reconciler reports and
 	// restores it, and applying twice changes nothing.
-	must(t, "ip", "-n", tp.srv, "-6", "route", "del", pd.Prefix().String())
+	testenv.Run(t, tp.srv, "ip", "-6", "route", "del", pd.Prefix().String())
 	lines, err := h.eng.SyncRoutes(true)
 	if err != nil || len(lines) != 1 || !strings.HasPrefix(lines[0], "add "+pd.Prefix().String()) {
 		t.Errorf("dry-run report %v %v", lines, err)
@@ -80,7 +77,7 @@ func TestKernelDHCPv6AndPD(t *testing.T) {
 	}
 	waitFor("route after restart", func() bool { return strings.Contains(routeShown(), "via fe80::") })
 
-	run(t, 10*time.Second, "ip", "netns", "exec", tp.cli, "sh", "-c", "kill $(cat "+pf+")")
+	tp.client(t, 10*time.Second, "sh", "-c", "kill $(cat "+pf+")")
 	if out, err := dhclient("-r"); err != nil {
 		t.Fatalf("dhclient -6 -r: %v\n%s", err, out)
 	}
@@ -94,10 +91,11 @@ func TestKernelDHCPv6AndPD(t *testing.T) {
 // M and O flags, the on-link prefix, RDNSS and DNSSL; an RA sent by the
 // subscriber does not give the router a default route.
 func TestKernelRouterAdvertisement(t *testing.T) {
+	t.Parallel() // own namespaces and keyspace; mostly waits on clients and timers
 	needRoot(t, "rdisc6")
 	tp := newTopo(t)
 	newHarness(t, tp, kernelConfig(tp))
-	out, err := run(t, 30*time.Second, "ip", "netns", "exec", tp.cli, "rdisc6", "-1", "-w", "3000", "-m", tp.cliIf)
+	out, err := tp.client(t, 30*time.Second, "rdisc6", "-1", "-w", "3000", "-m", tp.cliIf)
 	if err != nil {
 		t.Fatalf("rdisc6: %v\n%s", err, out)
 	}
@@ -123,11 +121,14 @@ from scapy.all import Ether, IPv6, ICMPv6ND_RA, ICMPv6NDOptPrefixInfo, sendp
 sendp(Ether(dst="33:33:00:00:00:01")/IPv6(dst="ff02::1", hlim=255)/ICMPv6ND_RA(routerlifetime=1800)/
       ICMPv6NDOptPrefixInfo(prefix="2001:db8:bad::", prefixlen=64), iface=sys.argv[1], count=3, verbose=0)
 `
-	if out, err := run(t, 30*time.Second, "ip", "netns", "exec", tp.cli, "/usr/bin/python3", "-c", rogue, tp.cliIf); err != nil {
+	if out, err := tp.client(t, 30*time.Second, "/usr/bin/python3", "-c", rogue, tp.cliIf); err != nil {
 		t.Fatalf("scapy RA: %v\n%s", err, out)
 	}
+	// What is checked is that nothing happens, so there is no event to
+	// wait for: the sleep gives the router's kernel time to (wrongly) act
+	// on the RAs.
 	time.Sleep(500 * time.Millisecond)
-	routes := must(t, "ip", "-n", tp.srv, "-6", "route", "show")
+	routes := testenv.Run(t, tp.srv, "ip", "-6", "route", "show")
 	if strings.Contains(routes, "default") || strings.Contains(routes, "2001:db8:bad") {
 		t.Errorf("router learnt from a subscriber's RA:\n%s", routes)
 	}

@@ -1,12 +1,15 @@
 package dhcp
 
 import (
+	"context"
+	"errors"
 	"net/netip"
 	"strings"
 	"testing"
 	"time"
 
 	"routerd.dev/services/dhcp/lease"
+	"routerd.dev/shared/testenv"
 )
 
 // TestKernelReconfigure: an invalid configuration is refused whole and the
@@ -14,13 +17,14 @@ import (
 // leaves the IPv4 listener (same socket) and every lease alone; events are
 // published for grant and unknown devices.
 func TestKernelReconfigure(t *testing.T) {
+	t.Parallel() // own namespaces and keyspace; mostly waits on clients and timers
 	needRoot(t, "udhcpc")
 	tp := newTopo(t)
 	cfg := kernelConfig(tp)
 	h := newHarness(t, tp, cfg)
 	hook, _ := tp.script(t)
 	tp.setMAC(t, "02:aa:00:00:00:20")
-	if out, err := run(t, 30*time.Second, "ip", "netns", "exec", tp.cli, "udhcpc", "-i", tp.cliIf, "-n", "-q", "-f", "-t", "5", "-T", "1", "-s", hook); err != nil {
+	if out, err := tp.client(t, 30*time.Second, "udhcpc", "-i", tp.cliIf, "-n", "-q", "-f", "-t", "5", "-T", "1", "-s", hook); err != nil {
 		t.Fatalf("udhcpc: %v\n%s", err, out)
 	}
 	l := h.waitLease("udhcpc", func(l lease.Lease) bool { return l.MAC == "02:AA:00:00:00:20" })
@@ -46,15 +50,18 @@ func TestKernelReconfigure(t *testing.T) {
 	if err := h.eng.Reconfigure(next); err != nil {
 		t.Fatal(err)
 	}
-	for i := 0; i < 100; i++ {
+	// Closing is asynchronous: wait (bounded) for the v6 listener to go;
+	// the checks below tell what is wrong if it does not.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	testenv.Poll(ctx, func() error {
 		h.eng.mu.Lock()
-		_, v6 := h.eng.listeners["6|"+tp.srvIf]
-		h.eng.mu.Unlock()
-		if !v6 {
-			break
+		defer h.eng.mu.Unlock()
+		if _, v6 := h.eng.listeners["6|"+tp.srvIf]; v6 {
+			return errors.New("v6 listener open")
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
+	cancel()
 	h.eng.mu.Lock()
 	_, v6 := h.eng.listeners["6|"+tp.srvIf]
 	_, ra := h.eng.listeners["ra|"+tp.srvIf]
@@ -67,7 +74,7 @@ func TestKernelReconfigure(t *testing.T) {
 		t.Errorf("lease dropped by reconfiguration")
 	}
 	// The renewal is answered with the new lease time by the same socket.
-	if out, err := run(t, 30*time.Second, "ip", "netns", "exec", tp.cli, "udhcpc", "-i", tp.cliIf, "-n", "-q", "-f", "-t", "5", "-T", "1", "-s", hook, "-r", l.Addr.String()); err != nil {
+	if out, err := tp.client(t, 30*time.Second, "udhcpc", "-i", tp.cliIf, "-n", "-q", "-f", "-t", "5", "-T", "1", "-s", hook, "-r", l.Addr.String()); err != nil {
 		t.Fatalf("udhcpc again: %v\n%s", err, out)
 	}
 	l2 := h.waitLease("renewed", func(x lease.Lease) bool { return x.MAC == l.MAC && x.End.Sub(x.Start) > 90*time.Minute })

@@ -3,10 +3,11 @@ package dhcp
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
 	"strings"
 	"sync"
 	"syscall"
@@ -14,7 +15,9 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"routerd.dev/proto/api"
 	pb "routerd.dev/proto/bus"
 	"routerd.dev/proto/event"
 	"routerd.dev/services/dhcp/config"
@@ -65,21 +68,21 @@ func (r *runningService) stop(t *testing.T) {
 // listeners open and the bus answers.
 func (r *runningService) waitServing(t *testing.T, env *testenv.Env, listeners int) {
 	t.Helper()
-	for i := 0; i < 200; i++ {
+	testenv.Eventually(t, 10*time.Second, func() error {
 		r.svc.mu.Lock()
 		eng := r.svc.eng
 		r.svc.mu.Unlock()
-		if eng != nil {
-			eng.mu.Lock()
-			n := len(eng.listeners)
-			eng.mu.Unlock()
-			if _, err := bus.Call(context.Background(), env.NC, pb.DHCPStatusGet, &pb.Request{Method: http.MethodGet}); n >= listeners && err == nil {
-				return
-			}
+		if eng == nil {
+			return errors.New("dhcp service not serving: no engine")
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("dhcp service not serving")
+		if n := eng.listenerCount(); n < listeners {
+			return fmt.Errorf("dhcp service not serving: %d listeners open, want %d", n, listeners)
+		}
+		if _, err := bus.Call(context.Background(), env.NC, api.DHCPStatus.Subject(), &pb.Request{Method: http.MethodGet}); err != nil {
+			return fmt.Errorf("dhcp service not serving: status: %w", err)
+		}
+		return nil
+	})
 }
 
 func (r *runningService) serving() bool {
@@ -124,7 +127,7 @@ func call(t *testing.T, nc *nats.Conn, subject string, query url.Values, out any
 func status(t *testing.T, nc *nats.Conn) Status {
 	t.Helper()
 	var st Status
-	if code := call(t, nc, pb.DHCPStatusGet, nil, &st); code != http.StatusOK {
+	if code := call(t, nc, api.DHCPStatus.Subject(), nil, &st); code != http.StatusOK {
 		t.Fatalf("status: %d", code)
 	}
 	return st
@@ -134,13 +137,12 @@ func status(t *testing.T, nc *nats.Conn) Status {
 func waitStatus(t *testing.T, nc *nats.Conn, what string, ok func(Status) bool) Status {
 	t.Helper()
 	var st Status
-	for i := 0; i < 200; i++ {
-		if st = status(t, nc); ok(st) {
-			return st
+	testenv.Eventually(t, 10*time.Second, func() error {
+		if st = status(t, nc); !ok(st) {
+			return fmt.Errorf("%s: status stayed %+v", what, st.Config)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("%s: status stayed %+v", what, st.Config)
+		return nil
+	})
 	return st
 }
 
@@ -196,14 +198,16 @@ func (el *eventLog) find(kind, mac string) []lease.Lease {
 // wait waits (bounded) for the n-th event of kind about mac.
 func (el *eventLog) wait(t *testing.T, kind, mac string, n int) lease.Lease {
 	t.Helper()
-	for i := 0; i < 200; i++ {
-		if got := el.find(kind, mac); len(got) >= n {
-			return got[n-1]
+	var ev lease.Lease
+	testenv.Eventually(t, 10*time.Second, func() error {
+		got := el.find(kind, mac)
+		if len(got) < n {
+			return fmt.Errorf("event %d of %s for %s never came on the bus (%d did)", n, kind, mac, len(got))
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("event %d of %s for %s never came on the bus", n, kind, mac)
-	return lease.Lease{}
+		ev = got[n-1]
+		return nil
+	})
+	return ev
 }
 
 // TestServiceOnTheBus runs the dhcp Service against a real etcd and NATS in
@@ -214,6 +218,7 @@ func (el *eventLog) wait(t *testing.T, kind, mac string, n int) lease.Lease {
 // replica stands by and takes over, and a device asking again within a
 // minute is published once.
 func TestServiceOnTheBus(t *testing.T) {
+	t.Parallel() // own namespaces and keyspace; mostly waits on clients and timers
 	needRoot(t, "udhcpc")
 	tp := newTopo(t)
 	env := testenv.Start(t)
@@ -234,8 +239,8 @@ func TestServiceOnTheBus(t *testing.T) {
 	const mac = "02:AA:00:00:00:30"
 	udhcpc := func(extra ...string) {
 		t.Helper()
-		a := append([]string{"netns", "exec", tp.cli, "udhcpc", "-i", tp.cliIf, "-n", "-q", "-f", "-t", "5", "-T", "1", "-s", hook}, extra...)
-		if out, err := run(t, 30*time.Second, "ip", a...); err != nil {
+		a := append([]string{"udhcpc", "-i", tp.cliIf, "-n", "-q", "-f", "-t", "5", "-T", "1", "-s", hook}, extra...)
+		if out, err := tp.client(t, 30*time.Second, a...); err != nil {
 			t.Fatalf("udhcpc %v: %v\n%s", extra, err, out)
 		}
 	}
@@ -248,20 +253,20 @@ func TestServiceOnTheBus(t *testing.T) {
 	}
 
 	var list leaseList
-	if code := call(t, env.NC, pb.DHCPLeasesList, url.Values{"mac": {"02-aa-00-00-00-30"}}, &list); code != http.StatusOK {
+	if code := call(t, env.NC, api.LeasesList.Subject(), url.Values{"mac": {"02-aa-00-00-00-30"}}, &list); code != http.StatusOK {
 		t.Fatalf("leases.list: %d", code)
 	}
 	if list.Count != 1 || list.Leases[0].Addr != granted.Addr || list.Leases[0].State != lease.Bound {
 		t.Fatalf("leases.list for %s: %+v", mac, list)
 	}
-	if code := call(t, env.NC, pb.DHCPLeasesList, url.Values{"kind": {"v5"}}, nil); code != http.StatusBadRequest {
+	if code := call(t, env.NC, api.LeasesList.Subject(), url.Values{"kind": {"v5"}}, nil); code != http.StatusBadRequest {
 		t.Errorf("leases.list kind=v5: %d, want 400", code)
 	}
 	var one struct{ Lease lease.Lease }
-	if code := call(t, env.NC, pb.DHCPLeasesGet, url.Values{"address": {granted.Addr.String()}}, &one); code != http.StatusOK || one.Lease.MAC != mac {
+	if code := call(t, env.NC, api.LeasesGet.Subject(), url.Values{"address": {granted.Addr.String()}}, &one); code != http.StatusOK || one.Lease.MAC != mac {
 		t.Errorf("leases.get %v: %d %+v", granted.Addr, code, one)
 	}
-	if code := call(t, env.NC, pb.DHCPLeasesGet, url.Values{"address": {"10.77.0.250"}}, nil); code != http.StatusNotFound {
+	if code := call(t, env.NC, api.LeasesGet.Subject(), url.Values{"address": {"10.77.0.250"}}, nil); code != http.StatusNotFound {
 		t.Errorf("leases.get of a free address: %d, want 404", code)
 	}
 	var sync struct {
@@ -269,7 +274,7 @@ func TestServiceOnTheBus(t *testing.T) {
 		DryRun bool     `json:"dry_run"`
 		Output []string `json:"output"`
 	}
-	if code := call(t, env.NC, pb.DHCPPDSync, url.Values{"dry": {"1"}}, &sync); code != http.StatusOK || !sync.OK || !sync.DryRun || sync.Output == nil {
+	if code := call(t, env.NC, api.PDSync.Subject(), url.Values{"dry": {"1"}}, &sync); code != http.StatusOK || !sync.OK || !sync.DryRun || sync.Output == nil {
 		t.Errorf("pd.sync dry: %d %+v", code, sync)
 	}
 
@@ -282,16 +287,13 @@ func TestServiceOnTheBus(t *testing.T) {
 		return st.Config.Revision == rev2 && st.InForce.Networks[0].LeaseTime == 2*time.Hour
 	})
 	udhcpc("-r", granted.Addr.String())
-	for i := 0; ; i++ {
-		call(t, env.NC, pb.DHCPLeasesList, url.Values{"mac": {mac}}, &list)
-		if l := list.Leases[0]; l.End.Sub(l.Start) > 90*time.Minute {
-			break
+	testenv.Eventually(t, 5*time.Second, func() error {
+		call(t, env.NC, api.LeasesList.Subject(), url.Values{"mac": {mac}}, &list)
+		if l := list.Leases[0]; l.End.Sub(l.Start) <= 90*time.Minute {
+			return fmt.Errorf("renewal did not get the new lease time: %+v", list.Leases)
 		}
-		if i == 100 {
-			t.Fatalf("renewal did not get the new lease time: %+v", list.Leases)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 
 	// Invalid, then unparsable: refused, the previous stays in force.
 	bad := cfg2
@@ -316,17 +318,12 @@ func TestServiceOnTheBus(t *testing.T) {
 	// (udhcpc -q -R quits without releasing; a bound udhcpc told to stop does.)
 	bound := func() int { b, _ := os.ReadFile(hookLog); return strings.Count(string(b), "\nbound ") }
 	n := bound()
-	cmd := exec.Command("ip", "netns", "exec", tp.cli, "udhcpc", "-i", tp.cliIf, "-f", "-R", "-t", "5", "-T", "1", "-s", hook, "-r", granted.Addr.String())
+	cmd := tp.clientCmd("udhcpc", "-i", tp.cliIf, "-f", "-R", "-t", "5", "-T", "1", "-s", hook, "-r", granted.Addr.String())
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	for i := 0; bound() == n; i++ {
-		if i == 200 {
-			cmd.Process.Kill()
-			t.Fatal("udhcpc did not bind")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	t.Cleanup(func() { cmd.Process.Kill() }) // when it did not bind
+	testenv.WaitFor(t, 10*time.Second, "udhcpc to bind", func() bool { return bound() > n })
 	cmd.Process.Signal(syscall.SIGTERM)
 	cmd.Wait()
 	evs.wait(t, event.LeaseReleased, mac, 1)
@@ -354,7 +351,18 @@ func TestServiceOnTheBus(t *testing.T) {
 	// then takes over when it stops, with the leases from etcd, and serves
 	// the last applied configuration since the stored one is refused.
 	standby := startService(t, env, tp)
-	time.Sleep(500 * time.Millisecond)
+	// Once the standby's claim is queued behind the holder's it is blocked
+	// on the lock, not about to serve.
+	testenv.Eventually(t, 10*time.Second, func() error {
+		resp, err := env.KV.Get(context.Background(), store.Root+"locks/"+Name+"/", clientv3.WithPrefix())
+		if err != nil {
+			return err
+		}
+		if len(resp.Kvs) < 2 {
+			return fmt.Errorf("%d claims on the host lock, want the holder's and the standby's", len(resp.Kvs))
+		}
+		return nil
+	})
 	if standby.serving() {
 		t.Fatal("second replica serves while the first holds the host")
 	}
@@ -367,7 +375,7 @@ func TestServiceOnTheBus(t *testing.T) {
 	if st.Config.Refused == nil || st.Config.Refused.Revision != rev4 {
 		t.Errorf("the refused stored configuration is not reported: %+v", st.Config)
 	}
-	call(t, env.NC, pb.DHCPLeasesList, url.Values{"mac": {mac}}, &list)
+	call(t, env.NC, api.LeasesList.Subject(), url.Values{"mac": {mac}}, &list)
 	if list.Count != 1 || list.Leases[0].Addr != regranted.Addr {
 		t.Fatalf("leases after takeover: %+v, want the lease on %v", list, regranted.Addr)
 	}

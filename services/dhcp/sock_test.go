@@ -7,13 +7,14 @@ import (
 	"testing"
 	"time"
 
-	"routerd.dev/shared/netns"
+	"routerd.dev/shared/testenv"
 )
 
 // TestShedStaleRequests: a request that waited in the socket queue longer
 // than maxQueueAge (the kernel's receive timestamp says how long) is
 // dropped unanswered, and counted; a fresh one is handed on.
 func TestShedStaleRequests(t *testing.T) {
+	t.Parallel() // own namespaces and keyspace; mostly waits on clients and timers
 	needRoot(t)
 	tp := newTopo(t)
 	ns := tp.target(t)
@@ -22,12 +23,8 @@ func TestShedStaleRequests(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.release()
-	must(t, "ip", "-n", tp.cli, "addr", "add", "10.77.0.9/24", "dev", tp.cliIf)
-	cli, err := netns.Open("/var/run/netns/" + tp.cli)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
+	testenv.Run(t, tp.cli, "ip", "addr", "add", "10.77.0.9/24", "dev", tp.cliIf)
+	cli := tp.cli
 	send := func(msg string) {
 		t.Helper()
 		err := cli.Do(func() error {
@@ -44,19 +41,24 @@ func TestShedStaleRequests(t *testing.T) {
 		}
 	}
 	send("old")
+	// The sleep is what is tested: "old" must age in the socket's queue.
 	time.Sleep(maxQueueAge + 200*time.Millisecond)
 	send("new")
 
 	l := &listener{iface: tp.srvIf, sock: s, log: slog.Default()}
 	var got []string
-	go func() {
-		time.Sleep(300 * time.Millisecond)
-		s.close()
-	}()
+	// "new" was queued last, so once it is handed on both were dealt with
+	// and receive may stop (after this batch); the timer stops it if "new"
+	// never comes.
+	stop := time.AfterFunc(5*time.Second, s.close)
+	defer stop.Stop()
 	l.receive(1500, func(b []byte, src netip.AddrPort, _ *outBatch) {
 		got = append(got, string(b))
 		if !src.Addr().Is4() || src.Addr() != netip.MustParseAddr("10.77.0.9") {
 			t.Errorf("source %v, want 10.77.0.9", src)
+		}
+		if string(b) == "new" {
+			s.close()
 		}
 	})
 	if len(got) != 1 || got[0] != "new" || l.shed.Load() != 1 {

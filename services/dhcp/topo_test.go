@@ -9,22 +9,28 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+
 	"routerd.dev/services/dhcp/config"
 	"routerd.dev/services/dhcp/lease"
 	"routerd.dev/shared/netns"
-	"routerd.dev/shared/store"
+	"routerd.dev/shared/testenv"
 )
 
 // topo is a router namespace and a subscriber namespace joined by a veth
-// pair, made by the test and removed in Cleanup. Nothing touches the host's
-// own network configuration: every address lives inside these namespaces.
+// pair, made by the test and gone with it. Both namespaces are anonymous
+// (testenv.Netns): nothing is named under /var/run/netns, so nothing is
+// left behind when a run is killed, and nothing touches the host's own
+// network configuration. Commands run inside them through nsenter.
 type topo struct {
-	srv, cli     string // namespace names
-	srvIf, cliIf string
+	srv, cli     *netns.NS
+	srvIf, cliIf string // unique: dhcpcd names its pid file after the interface
 	dir          string
 }
 
@@ -33,7 +39,7 @@ func needRoot(t *testing.T, tools ...string) {
 	if os.Geteuid() != 0 {
 		t.Skip("kernel test skipped: needs root to create network namespaces")
 	}
-	for _, tool := range append([]string{"ip"}, tools...) {
+	for _, tool := range append([]string{"ip", "nsenter"}, tools...) {
 		if _, err := exec.LookPath(tool); err != nil {
 			t.Skipf("kernel test skipped: %s not installed", tool)
 		}
@@ -48,13 +54,15 @@ func run(t *testing.T, timeout time.Duration, name string, args ...string) (stri
 	return string(out), err
 }
 
-func must(t *testing.T, name string, args ...string) string {
+// client runs a command in the subscriber namespace, bounded by timeout.
+func (tp *topo) client(t *testing.T, timeout time.Duration, args ...string) (string, error) {
 	t.Helper()
-	out, err := run(t, 30*time.Second, name, args...)
-	if err != nil {
-		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
-	}
-	return out
+	return run(t, timeout, "nsenter", append([]string{"--net=" + tp.cli.Path()}, args...)...)
+}
+
+// clientCmd is a command to start in the subscriber namespace.
+func (tp *topo) clientCmd(args ...string) *exec.Cmd {
+	return exec.Command("nsenter", append([]string{"--net=" + tp.cli.Path()}, args...)...)
 }
 
 func newTopo(t *testing.T) *topo {
@@ -62,49 +70,75 @@ func newTopo(t *testing.T) *topo {
 	b := make([]byte, 3)
 	rand.Read(b)
 	id := hex.EncodeToString(b)
-	tp := &topo{srv: "dhcpt-" + id + "-r", cli: "dhcpt-" + id + "-c", srvIf: "dr" + id, cliIf: "dc" + id, dir: t.TempDir()}
-	t.Cleanup(func() {
-		// Kill anything still running in the subscriber namespace (daemonised
-		// clients), then remove both namespaces and with them the veth pair.
-		if out, err := exec.Command("ip", "netns", "pids", tp.cli).Output(); err == nil {
-			for _, pid := range strings.Fields(string(out)) {
-				exec.Command("kill", pid).Run()
-			}
-		}
-		exec.Command("ip", "netns", "del", tp.cli).Run()
-		exec.Command("ip", "netns", "del", tp.srv).Run()
-	})
-	must(t, "ip", "netns", "add", tp.srv)
-	must(t, "ip", "netns", "add", tp.cli)
-	for _, ns := range []string{tp.srv, tp.cli} {
-		must(t, "ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv6.conf.all.accept_dad=0")
-		must(t, "ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv6.conf.default.accept_dad=0")
-		must(t, "ip", "-n", ns, "link", "set", "lo", "up")
+	tp := &topo{srv: testenv.Netns(t), cli: testenv.Netns(t), srvIf: "dr" + id, cliIf: "dc" + id, dir: t.TempDir()}
+	// Runs before the namespaces are let go: kill anything still running in
+	// the subscriber namespace (daemonised clients), which would keep it,
+	// and the veth pair with it, alive.
+	t.Cleanup(func() { killIn(tp.cli) })
+	for _, ns := range []*netns.NS{tp.srv, tp.cli} {
+		testenv.Run(t, ns, "sysctl", "-qw", "net.ipv6.conf.all.accept_dad=0")
+		testenv.Run(t, ns, "sysctl", "-qw", "net.ipv6.conf.default.accept_dad=0")
+		testenv.Run(t, ns, "ip", "link", "set", "lo", "up")
 	}
-	must(t, "ip", "-n", tp.srv, "link", "add", tp.srvIf, "type", "veth", "peer", "name", tp.cliIf, "netns", tp.cli)
-	must(t, "ip", "-n", tp.srv, "addr", "add", "10.77.0.1/24", "dev", tp.srvIf)
-	must(t, "ip", "-n", tp.srv, "-6", "addr", "add", "2001:db8:77::1/64", "dev", tp.srvIf, "nodad")
-	must(t, "ip", "netns", "exec", tp.srv, "sysctl", "-qw", "net.ipv6.conf.all.forwarding=1")
-	must(t, "ip", "-n", tp.srv, "link", "set", tp.srvIf, "up")
-	must(t, "ip", "-n", tp.cli, "link", "set", tp.cliIf, "up")
-	// Wait (bounded) for both link-local addresses: DHCPv6 clients and RAs
+	nl, err := tp.srv.Netlink()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nl.Close()
+	if err := nl.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: tp.srvIf}, PeerName: tp.cliIf}); err != nil {
+		t.Skipf("kernel test skipped: veth not available: %v", err)
+	}
+	peer, err := nl.LinkByName(tp.cliIf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nl.LinkSetNsFd(peer, tp.cli.FD()); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Run(t, tp.srv, "ip", "addr", "add", "10.77.0.1/24", "dev", tp.srvIf)
+	testenv.Run(t, tp.srv, "ip", "-6", "addr", "add", "2001:db8:77::1/64", "dev", tp.srvIf, "nodad")
+	testenv.Run(t, tp.srv, "sysctl", "-qw", "net.ipv6.conf.all.forwarding=1")
+	testenv.Run(t, tp.srv, "ip", "link", "set", tp.srvIf, "up")
+	testenv.Run(t, tp.cli, "ip", "link", "set", tp.cliIf, "up")
+	// Both link-local addresses must be usable: DHCPv6 clients and RAs
 	// need them.
-	for _, side := range [][2]string{{tp.srv, tp.srvIf}, {tp.cli, tp.cliIf}} {
-		for i := 0; i < 100; i++ {
-			out, _ := run(t, 5*time.Second, "ip", "-n", side[0], "-6", "addr", "show", "dev", side[1], "scope", "link")
-			if strings.Contains(out, "fe80::") && !strings.Contains(out, "tentative") {
-				break
+	for _, side := range []struct {
+		ns  *netns.NS
+		dev string
+	}{{tp.srv, tp.srvIf}, {tp.cli, tp.cliIf}} {
+		testenv.Eventually(t, 5*time.Second, func() error {
+			out := testenv.Run(t, side.ns, "ip", "-6", "addr", "show", "dev", side.dev, "scope", "link")
+			if !strings.Contains(out, "fe80::") || strings.Contains(out, "tentative") {
+				return fmt.Errorf("no usable link-local address on %s:\n%s", side.dev, out)
 			}
-			time.Sleep(50 * time.Millisecond)
-		}
+			return nil
+		})
 	}
 	return tp
+}
+
+// killIn kills every process whose network namespace is ns.
+func killIn(ns *netns.NS) {
+	var want unix.Stat_t
+	if err := unix.Fstat(ns.FD(), &want); err != nil {
+		return
+	}
+	procs, _ := filepath.Glob("/proc/[0-9]*/ns/net")
+	for _, p := range procs {
+		var st unix.Stat_t
+		if unix.Stat(p, &st) != nil || st.Dev != want.Dev || st.Ino != want.Ino {
+			continue
+		}
+		if pid, err := strconv.Atoi(strings.Split(p, "/")[2]); err == nil && pid != os.Getpid() {
+			unix.Kill(pid, unix.SIGKILL)
+		}
+	}
 }
 
 // target opens the server side's namespace as the engine's target.
 func (tp *topo) target(t *testing.T) *netns.NS {
 	t.Helper()
-	ns, err := netns.Open("/var/run/netns/" + tp.srv)
+	ns, err := netns.Open(tp.srv.Path())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +148,7 @@ func (tp *topo) target(t *testing.T) *netns.NS {
 
 // setMAC gives the subscriber's interface a known MAC (for reservations).
 func (tp *topo) setMAC(t *testing.T, mac string) {
-	must(t, "ip", "-n", tp.cli, "link", "set", tp.cliIf, "address", mac)
+	testenv.Run(t, tp.cli, "ip", "link", "set", tp.cliIf, "address", mac)
 }
 
 // script writes a client hook that records what the client was told and
@@ -138,10 +172,10 @@ exit 0
 	return path, log
 }
 
-// harness is a running engine over a real embedded etcd.
+// harness is a running engine over a real embedded etcd (the package's,
+// in a keyspace of the test's own).
 type harness struct {
 	t      *testing.T
-	etcd   *store.Embedded
 	store  *lease.EtcdStore
 	cfg    config.Config
 	tp     *topo
@@ -164,14 +198,7 @@ func (r *recorder) Publish(kind string, payload any) {
 
 func newHarness(t *testing.T, tp *topo, cfg config.Config) *harness {
 	t.Helper()
-	srv, err := store.StartEmbedded(context.Background(), store.EmbedConfig{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Close)
-	kv := srv.Client()
-	t.Cleanup(func() { kv.Close() })
-	h := &harness{t: t, etcd: srv, store: lease.NewEtcdStore(kv), cfg: cfg, tp: tp, events: &recorder{ch: make(chan string, 1000)}}
+	h := &harness{t: t, store: lease.NewEtcdStore(testenv.Etcd(t)), cfg: cfg, tp: tp, events: &recorder{ch: make(chan string, 1000)}}
 	h.start()
 	t.Cleanup(func() { h.stop() })
 	return h
@@ -199,17 +226,20 @@ func (h *harness) start() {
 		}
 		h.stop = func() {}
 	}
-	// Wait (bounded) until the listeners are open.
-	for i := 0; i < 100; i++ {
-		eng.mu.Lock()
-		n := len(eng.listeners)
-		eng.mu.Unlock()
-		if n >= len(h.cfg.Networks)+2*len(h.cfg.Networks6) {
-			return
+	want := len(h.cfg.Networks) + 2*len(h.cfg.Networks6)
+	testenv.Eventually(h.t, 5*time.Second, func() error {
+		if n := eng.listenerCount(); n < want {
+			return fmt.Errorf("%d engine listeners open, want %d", n, want)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	h.t.Fatalf("engine listeners did not open")
+		return nil
+	})
+}
+
+// listenerCount is how many listeners the engine has open.
+func (e *Engine) listenerCount() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.listeners)
 }
 
 func (h *harness) restart() {
@@ -220,16 +250,17 @@ func (h *harness) restart() {
 // waitLease polls (bounded) for a bound lease matching fn.
 func (h *harness) waitLease(what string, fn func(lease.Lease) bool) lease.Lease {
 	h.t.Helper()
-	for i := 0; i < 100; i++ {
+	var found lease.Lease
+	testenv.Eventually(h.t, 5*time.Second, func() error {
 		for _, l := range h.eng.Leases() {
 			if l.State == lease.Bound && fn(l) {
-				return l
+				found = l
+				return nil
 			}
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	h.t.Fatalf("no bound lease: %s; have %+v", what, h.eng.Leases())
-	return lease.Lease{}
+		return fmt.Errorf("no bound lease: %s; have %+v", what, h.eng.Leases())
+	})
+	return found
 }
 
 // stored reads the leases durable in etcd.

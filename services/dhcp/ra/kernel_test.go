@@ -2,6 +2,7 @@ package ra
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -54,16 +55,13 @@ func newLink(t *testing.T) *link {
 		ns  *netns.NS
 		dev string
 	}{{l.router, "rtr0"}, {l.host, "host0"}} {
-		for i := 0; ; i++ {
+		testenv.Eventually(t, 5*time.Second, func() error {
 			out := testenv.Run(t, side.ns, "ip", "-6", "addr", "show", "dev", side.dev, "scope", "link")
-			if strings.Contains(out, "fe80::") && !strings.Contains(out, "tentative") {
-				break
+			if !strings.Contains(out, "fe80::") || strings.Contains(out, "tentative") {
+				return fmt.Errorf("no link-local address on %s:\n%s", side.dev, out)
 			}
-			if i == 100 {
-				t.Fatalf("no link-local address on %s:\n%s", side.dev, out)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+			return nil
+		})
 	}
 	return l
 }
@@ -90,6 +88,7 @@ func testConfig() Config {
 // rdisc6 in the host namespace reads the MTU option; a configuration
 // without an MTU sends none.
 func TestKernelMTU(t *testing.T) {
+	t.Parallel() // own namespaces and keyspace; mostly waits on clients and timers
 	if _, err := exec.LookPath("rdisc6"); err != nil {
 		t.Skip("kernel test: rdisc6 (package ndisc6) not installed")
 	}
@@ -194,14 +193,18 @@ func (h *host) since(from time.Time) []time.Duration {
 // waitRA waits (bounded) for the n-th advertisement after from.
 func (h *host) waitRA(t *testing.T, from time.Time, n int, within time.Duration) time.Time {
 	t.Helper()
-	for deadline := time.Now().Add(within); ; time.Sleep(10 * time.Millisecond) {
-		if got := h.since(from); len(got) >= n {
-			return from.Add(got[n-1])
+	var at time.Time
+	// The arrival times are taken by the reader, so how often this polls
+	// does not change what it returns.
+	testenv.Eventually(t, within, func() error {
+		got := h.since(from)
+		if len(got) < n {
+			return fmt.Errorf("advertisement %d did not arrive (got %v)", n, got)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("advertisement %d did not arrive within %v (got %v)", n, within, h.since(from))
-		}
-	}
+		at = from.Add(got[n-1])
+		return nil
+	})
+	return at
 }
 
 // A host soliciting 20 times in a second, right after an advertisement,
@@ -209,6 +212,7 @@ func (h *host) waitRA(t *testing.T, from time.Time, n int, within time.Duration)
 // most MaxRADelay; on a quiet link a solicitation is answered within
 // MaxRADelay; a solicitation with a hop limit other than 255 is ignored.
 func TestKernelSolicitedRateLimit(t *testing.T) {
+	t.Parallel() // own namespaces and keyspace; mostly waits on clients and timers
 	l := newLink(t)
 	h := l.newHost(t)
 	start := time.Now()
@@ -217,13 +221,15 @@ func TestKernelSolicitedRateLimit(t *testing.T) {
 
 	for i := 0; i < 20; i++ {
 		h.solicit(t, 255)
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond) // the pace is the test: 20 in a second
 	}
 	answer := h.waitRA(t, first, 1, MinDelayBetweenRAs+MaxRADelay+2*time.Second)
 	const slack = 250 * time.Millisecond // scheduling on a loaded machine
 	if gap := answer.Sub(first); gap < MinDelayBetweenRAs-slack/5 || gap > MinDelayBetweenRAs+MaxRADelay+slack {
 		t.Errorf("answer %v after the previous advertisement, want %v to %v", gap, MinDelayBetweenRAs, MinDelayBetweenRAs+MaxRADelay)
 	}
+	// No event says "no more advertisements": wait out the rate limit
+	// and a margin, then count.
 	time.Sleep(MinDelayBetweenRAs + time.Second)
 	if got := h.since(first); len(got) != 1 {
 		t.Fatalf("20 solicitations got %d advertisements (at %v), want 1", len(got), got)
@@ -233,7 +239,7 @@ func TestKernelSolicitedRateLimit(t *testing.T) {
 	// is ignored, a valid one answered at once.
 	forged := time.Now()
 	h.solicit(t, 64)
-	time.Sleep(MaxRADelay + slack)
+	time.Sleep(MaxRADelay + slack) // what is checked is that no answer comes in this time
 	if got := h.since(forged); len(got) != 0 {
 		t.Fatalf("a solicitation with hop limit 64 was answered (%v)", got)
 	}
