@@ -395,10 +395,11 @@ func TestPooledSessionClosedByOLT(t *testing.T) {
 				t.Fatal(err)
 			}
 			r.olt.DropSessions()
-			for deadline := time.Now().Add(2 * time.Second); r.olt.Sessions() > 0 && time.Now().Before(deadline); {
-				time.Sleep(time.Millisecond)
-			}
-			time.Sleep(10 * time.Millisecond) // the FIN on loopback reaches the client at once; a margin
+			// Go on once the driver's reader has seen the close, as it would
+			// have by the time a real OLT's idle logout matters.
+			waitFor(t, 2*time.Second, "the pooled session's reader to see the close", func() bool {
+				return r.olt.Sessions() == 0 && huawei.IdleSessionsClosed(r.drv)
+			})
 			if _, err := r.drv.VLANAdd(ctx, driver.VLANAddArgs{VLAN: 77}); err != nil {
 				t.Fatalf("vlan-add after the OLT closed the pooled session: %v", err)
 			}

@@ -62,3 +62,17 @@ func ctxT(t testing.TB) context.Context {
 }
 
 var protocols = []string{"telnet", "ssh"}
+
+// waitFor polls cond with a short backoff and fails the test when within
+// passes first. (This module stands alone, without routerd's shared
+// testenv, whose Eventually this mirrors.)
+func waitFor(t testing.TB, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for gap := time.Millisecond; !cond(); gap = min(2*gap, 50*time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", within, what)
+		}
+		time.Sleep(gap)
+	}
+}
