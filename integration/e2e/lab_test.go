@@ -8,6 +8,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -57,6 +58,14 @@ func startLab(t *testing.T, bin, prefix, state string) *routerd {
 	}
 	r := &routerd{t: t, cmd: cmd, prefix: prefix, stderr: &bytes.Buffer{}}
 	cmd.Stderr = r.stderr
+	// The lab's namespaces are named (an operator enters them with ip netns
+	// exec): whatever routerd leaves behind, for instance when it had to be
+	// killed, goes when the test ends. This runs after r.stop.
+	t.Cleanup(func() {
+		for _, n := range labNamespaces(prefix) {
+			_ = exec.Command("ip", "netns", "del", n).Run()
+		}
+	})
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -90,15 +99,44 @@ func startLab(t *testing.T, bin, prefix, state string) *routerd {
 		for range lines {
 		}
 	}()
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		if st, _ := r.call("GET", "/status", nil); st == 200 {
-			return r
+	eventually(t, 30*time.Second, func() error {
+		if st, m := r.call("GET", "/status", nil); st != 200 {
+			return fmt.Errorf("GET /status answered %d %v:\n%s", st, m, r.stderr)
 		}
-		time.Sleep(100 * time.Millisecond)
+		return nil
+	})
+	return r
+}
+
+// eventually calls cond until it returns nil, with a short backoff, and
+// fails the test with its last error when within has passed. (The e2e
+// module drives a binary and imports nothing of routerd's, so this is
+// testenv.Eventually's twin rather than a use of it.)
+func eventually(t *testing.T, within time.Duration, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for gap := time.Millisecond; ; gap = min(2*gap, 100*time.Millisecond) {
+		err := cond()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not so after %v: %v", within, err)
+		}
+		time.Sleep(gap)
 	}
-	t.Fatalf("GET /status never answered 200:\n%s", r.stderr)
-	return nil
+}
+
+// labNamespaces lists the namespaces of the lab with prefix that exist.
+func labNamespaces(prefix string) []string {
+	out, _ := exec.Command("ip", "netns", "list").Output()
+	var found []string
+	for _, l := range strings.Split(string(out), "\n") {
+		if f := strings.Fields(l); len(f) > 0 && strings.HasPrefix(f[0], prefix+"-") {
+			found = append(found, f[0])
+		}
+	}
+	return found
 }
 
 func (r *routerd) stop() {
@@ -215,31 +253,26 @@ func TestLabEndToEnd(t *testing.T) {
 	r.must("POST", "/routes", map[string]any{"prefix": "10.50.0.0/16", "via": "198.18.0.1", "comment": "peering"}, 201)
 	r.must("GET", "/api?action=route-add&prefix=2001:db8:50::/48&via=2001:db8:ffff::1", nil, 201)
 	r.must("POST", "/routes", map[string]any{"prefix": "10.50.0.0/16", "via": "198.18.0.1"}, 409)
-	if out := r.inRouter("ip", "route"); !strings.Contains(out, "10.50.0.0/16 via 198.18.0.1 dev up0 proto static") {
+	if out := r.inRouter("ip", "route"); !strings.Contains(out, "10.50.0.0/16 via 198.18.0.1 dev up0 proto 213") {
 		t.Errorf("route not in the router namespace:\n%s", out)
 	}
 
 	// Restart: the lab is rebuilt from scratch, so the kernel has lost the
 	// routes; etcd has not, and netcfg puts them back.
 	r.stop()
-	if out, _ := exec.Command("ip", "netns", "list").CombinedOutput(); strings.Contains(string(out), prefix) {
-		t.Errorf("lab namespaces left behind after exit:\n%s", out)
+	if left := labNamespaces(prefix); len(left) > 0 {
+		t.Errorf("lab namespaces left behind after exit: %v", left)
 	}
 	r = startLab(t, bin, prefix, state)
 	if m := r.must("GET", "/plans", nil, 200); m["count"].(float64) != 1 {
 		t.Errorf("plans after restart: %v", m)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		out := r.inRouter("ip", "route")
-		if strings.Contains(out, "10.50.0.0/16 via 198.18.0.1") {
-			break
+	eventually(t, 10*time.Second, func() error {
+		if out := r.inRouter("ip", "route"); !strings.Contains(out, "10.50.0.0/16 via 198.18.0.1") {
+			return fmt.Errorf("route not restored after restart:\n%s", out)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("route not restored after restart:\n%s", out)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 	if out := r.inRouter("ip", "-6", "route"); !strings.Contains(out, "2001:db8:50::/48 via 2001:db8:ffff::1") {
 		t.Errorf("v6 route not restored:\n%s", out)
 	}
@@ -267,7 +300,14 @@ func TestLabNeedsRoot(t *testing.T) {
 		t.Skip("checks the message a non-root user sees; needs root to switch user")
 	}
 	bin := binary(t)
-	cmd := exec.Command(bin, "--lab", "--state", t.TempDir())
+	// A prefix of its own, in case it gets as far as making namespaces.
+	prefix := uniquePrefix()
+	t.Cleanup(func() {
+		for _, n := range labNamespaces(prefix) {
+			_ = exec.Command("ip", "netns", "del", n).Run()
+		}
+	})
+	cmd := exec.Command(bin, "--lab", "--lab-prefix", prefix, "--state", t.TempDir())
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
 	out, err := cmd.CombinedOutput()
 	if err == nil {
