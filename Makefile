@@ -7,10 +7,18 @@ export GOFLAGS := -buildvcs=false
 # Every module of the workspace, as ./dir/... patterns.
 MODULES := $(shell go list -m -f '{{.Dir}}' 2>/dev/null | sed "s|^$(CURDIR)|.|")
 PKGS := $(addsuffix /...,$(MODULES))
-# The race detector runs where concurrency is densest and cheapest to check.
-RACE_PKGS := ./gateway/... ./shared/...
+# The race detector runs where concurrency is densest and cheapest to check:
+# the gateway, the shared bus and store adapters, and the DHCP engine (lease
+# group commit, listeners, events onto the bus, the service's reconfiguration
+# and standby; its kernel tests drive it with real clients when run as root).
+# The DHCP codec packages (v4, v6, pool, opt82, config) start no goroutines.
+RACE_PKGS := ./gateway/... ./shared/... ./services/dhcp ./services/dhcp/lease ./services/dhcp/ra
 # Everything but the end-to-end module, which runs last against a built binary.
 UNIT_PKGS := $(filter-out ./integration/...,$(PKGS))
+# Test binaries spend most of their time waiting (etcd commits, real DHCP
+# clients, RA timers), so twice as many packages as CPUs run at once
+# (measured on 2 CPUs: unit 31 s at -p 2, 24 s at -p 4; race 38 s -> 25 s).
+TEST_P ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 1) * 2 )))
 
 .PHONY: all build run test lint unit race e2e bench bench-dhcp deps clean openapi
 
@@ -42,10 +50,10 @@ lint:
 	go vet $(PKGS)
 
 unit:
-	go test -count=1 -timeout 15m $(UNIT_PKGS)
+	go test -count=1 -p $(TEST_P) -timeout 15m $(UNIT_PKGS)
 
 race:
-	go test -count=1 -race -timeout 10m $(RACE_PKGS)
+	go test -count=1 -p $(TEST_P) -race -timeout 10m $(RACE_PKGS)
 
 e2e: build
 	ROUTERD_BIN=$(CURDIR)/bin/routerd go test -count=1 -timeout 10m ./integration/...
