@@ -74,17 +74,10 @@ func setup(b *testing.B) *platform {
 	wg.Add(1)
 	go func() { defer wg.Done(); _ = gw.Serve(ctx, l) }()
 	p.url = "http://" + l.Addr().String()
-	// Wait until every service answers.
-	for _, s := range []string{api.StatusGet.Subject(), api.PlansList.Subject(), api.InterfacesCount.Subject()} {
-		for i := 0; ; i++ {
-			if _, err := bus.Call(context.Background(), env.NC, s, &pb.Request{Method: "GET"}); err == nil {
-				break
-			}
-			if i > 200 {
-				b.Fatalf("%s never answered", s)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+	wctx, wcancel := context.WithTimeout(ctx, 20*time.Second)
+	defer wcancel()
+	if missing := bus.WaitUp(wctx, env.NC, subscribers.Name, system.Name, netcfg.Name); missing != nil {
+		b.Fatalf("services never registered: %v", missing)
 	}
 	return p
 }

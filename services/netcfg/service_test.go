@@ -203,12 +203,7 @@ func (l *logBuf) String() string {
 // waitFor polls cond (bounded) and fails the test when it stays false.
 func waitFor(t *testing.T, what string, within time.Duration, cond func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(within); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if cond() {
-			return
-		}
-	}
-	t.Fatalf("%s: not within %v", what, within)
+	testenv.WaitFor(t, within, what, cond)
 }
 
 // A second replica for the same host stands by while the first serves, and

@@ -29,14 +29,12 @@ func start(t *testing.T) *testenv.Env {
 	done := make(chan struct{})
 	go func() { svc.Run(ctx); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
-	for i := 0; i < 500; i++ {
-		if _, err := bus.Call(ctx, env.NC, api.PlansList.Subject(), &pb.Request{Method: "GET"}); err == nil {
-			return env
-		}
-		time.Sleep(10 * time.Millisecond)
+	wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
+	defer wcancel()
+	if missing := bus.WaitUp(wctx, env.NC, subscribers.Name); missing != nil {
+		t.Fatal("subscribers did not register on the bus")
 	}
-	t.Fatal("subscribers did not start")
-	return nil
+	return env
 }
 
 func call(t *testing.T, env *testenv.Env, subject, method string, params map[string]string, body string) (int, map[string]any) {

@@ -33,17 +33,16 @@ func TestRunServesUntilContextEnds(t *testing.T) {
 			},
 		}}})
 	}()
-	var rep *pb.Reply
-	var err error
-	for i := 0; i < 200; i++ {
-		if rep, err = bus.Call(context.Background(), nc, subject, &pb.Request{Method: http.MethodGet}); err == nil {
-			break
+	testenv.Eventually(t, 5*time.Second, func() error {
+		rep, err := bus.Call(context.Background(), nc, subject, &pb.Request{Method: http.MethodGet})
+		if err != nil {
+			return err // not declared yet
 		}
-		time.Sleep(10 * time.Millisecond) // not declared yet
-	}
-	if err != nil || string(rep.Body) != `{"n":1}` {
-		t.Fatalf("call while running: %v, %+v", err, rep)
-	}
+		if string(rep.Body) != `{"n":1}` {
+			t.Fatalf("call while running: %+v", rep)
+		}
+		return nil
+	})
 	cancel()
 	select {
 	case err := <-done:
@@ -53,7 +52,7 @@ func TestRunServesUntilContextEnds(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Run did not return after its context ended")
 	}
-	_, err = bus.Call(context.Background(), nc, subject, &pb.Request{Method: http.MethodGet})
+	_, err := bus.Call(context.Background(), nc, subject, &pb.Request{Method: http.MethodGet})
 	if ae := apierr.From(err); err == nil || ae.Status() != http.StatusServiceUnavailable {
 		t.Fatalf("call after Run returned: %v, want a 503", err)
 	}
@@ -107,19 +106,13 @@ func TestOversizedAnswerIsA500(t *testing.T) {
 		Handler: func(context.Context, *pb.Request) (int, any, error) { return http.StatusOK, []string{big}, nil },
 	}}})
 	var rep *pb.Reply
-	var err error
-	for i := 0; i < 200; i++ {
+	testenv.Eventually(t, 5*time.Second, func() error {
 		cctx, ccancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer ccancel()
+		var err error
 		rep, err = bus.Call(cctx, nc, subject, &pb.Request{Method: http.MethodGet})
-		ccancel()
-		if err == nil || apierr.From(err).Status() != http.StatusServiceUnavailable || strings.Contains(err.Error(), "in time") {
-			break
-		}
-		time.Sleep(10 * time.Millisecond) // not declared yet
-	}
-	if err != nil {
-		t.Fatalf("call: %v", err)
-	}
+		return err // not declared yet
+	})
 	if rep.Status != http.StatusInternalServerError || !strings.Contains(string(rep.Body), "too large for the bus") {
 		t.Errorf("reply %d %s, want a 500 saying the answer is too large", rep.Status, rep.Body)
 	}

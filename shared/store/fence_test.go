@@ -32,6 +32,7 @@ func revokeClaim(t *testing.T, cli *clientv3.Client, name string) {
 // changes nothing, while the new holder's writes go through. A plain
 // revision conflict under a lock still held stays ErrConflict.
 func TestFencedStoreRefusesALapsedHolder(t *testing.T) {
+	t.Parallel() // waits on etcd lease expiry; the others need not wait for it
 	env := testenv.Start(t)
 	ctx := context.Background()
 	key := store.New(env.KV, "t").Key("docs", "a")

@@ -54,6 +54,7 @@ func (tr *terms) none(t *testing.T, within time.Duration) {
 // takes over when the first ends; a holder whose claim lapses stops serving
 // at once and stands by again (here it gets the lock back, being alone).
 func TestHoldStandsByAndTakesOver(t *testing.T) {
+	t.Parallel() // waits on etcd lease expiry; the others need not wait for it
 	env := testenv.Start(t)
 	log := slog.New(slog.DiscardHandler)
 	run := func(tr *terms) (context.CancelFunc, chan error) {

@@ -61,6 +61,7 @@ func TestAcquireWaitsForTheHolder(t *testing.T) {
 // Lost fires when the claim lapses under its holder (here the lease behind
 // it is revoked, as etcd does when the keep-alives stop for LockTTL).
 func TestLostFiresWhenTheClaimLapses(t *testing.T) {
+	t.Parallel() // waits on etcd lease expiry; the others need not wait for it
 	env := testenv.Start(t)
 	ctx := context.Background()
 	l, err := store.TryLock(ctx, env.KV, "dhcp/host")
