@@ -216,9 +216,8 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, m *api.Meta, r
 	}
 	req.By = by
 	w.Header().Set("X-Request-Id", req.RequestID)
-	ctx, cancel := context.WithTimeout(r.Context(), m.TimeoutOrDefault())
-	defer cancel()
-	rep, err := bus.CallOp(ctx, g.cfg.NC, m, req)
+	// CallOp bounds the call by the operation's timeout.
+	rep, err := bus.CallOp(r.Context(), g.cfg.NC, m, req)
 	if err != nil {
 		ae := apierr.From(err)
 		g.cfg.Log.Error("bus call failed", "subject", m.Subject(), "request_id", req.RequestID, "err", err)

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"sort"
@@ -29,6 +30,11 @@ import (
 )
 
 const key = "bench-key"
+
+// benchLog formats every line as routerd's own log does (text, info level)
+// but throws it away: the cost measured is routerd's, not testing.B's
+// (whose Log records the caller of every line).
+var benchLog = slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelInfo}))
 
 type platform struct {
 	env      *testenv.Env
@@ -52,18 +58,18 @@ func setup(b *testing.B) *platform {
 		wg.Add(1)
 		go func() { defer wg.Done(); _ = run(ctx) }()
 	}
-	sub := subscribers.New(subscribers.Deps{NC: env.NC, KV: env.KV, Log: testenv.Log(b)})
+	sub := subscribers.New(subscribers.Deps{NC: env.NC, KV: env.KV, Log: benchLog})
 	add(sub.Endpoints(), sub.Run)
-	sys := system.New(system.Deps{NC: env.NC, Log: testenv.Log(b)})
+	sys := system.New(system.Deps{NC: env.NC, Log: benchLog})
 	add(sys.Endpoints(), sys.Run)
 	ns := testenv.Netns(b)
-	nc, err := netcfg.New(netcfg.Deps{NC: env.NC, KV: env.KV, NS: ns, Log: testenv.Log(b)})
+	nc, err := netcfg.New(netcfg.Deps{NC: env.NC, KV: env.KV, NS: ns, Log: benchLog})
 	if err != nil {
 		b.Fatal(err)
 	}
 	add(nc.Endpoints(), nc.Run)
 
-	gw, err := gateway.New(gateway.Config{APIKey: key, NC: env.NC, Log: testenv.Log(b)})
+	gw, err := gateway.New(gateway.Config{APIKey: key, NC: env.NC, Log: benchLog})
 	if err != nil {
 		b.Fatal(err)
 	}
