@@ -19,8 +19,12 @@ UNIT_PKGS := $(filter-out ./integration/...,$(PKGS))
 # clients, RA timers), so twice as many packages as CPUs run at once
 # (measured on 2 CPUs: unit 31 s at -p 2, 24 s at -p 4; race 38 s -> 25 s).
 TEST_P ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 1) * 2 )))
+# Packages with tests that need a full kernel (802.1Q, QinQ, bonds): their
+# TestFullKernel* tests skip on a kernel without those and run in the VM
+# tier (deploy/vm: Debian's kernel under QEMU, the host's binaries over 9p).
+VM_PKGS := ./services/netcfg/link/
 
-.PHONY: all build run test lint unit race e2e bench bench-dhcp deps clean openapi
+.PHONY: all build run test lint unit race vm e2e bench bench-dhcp deps clean openapi
 
 all: build
 
@@ -43,7 +47,7 @@ deps:
 	fi
 
 ## test: everything CI runs.
-test: deps lint unit race e2e
+test: deps lint unit race vm e2e
 
 lint:
 	@out=$$(gofmt -l $(patsubst %/...,%,$(MODULES))); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
@@ -54,6 +58,12 @@ unit:
 
 race:
 	go test -count=1 -p $(TEST_P) -race -timeout 10m $(RACE_PKGS)
+
+## vm: the full-kernel tests in a VM (needs root and QEMU; skipped with the reason otherwise).
+vm:
+	@if [ "$$(id -u)" != 0 ]; then echo "vm: not root: full-kernel tests skipped"; \
+	elif ! command -v qemu-system-x86_64 >/dev/null; then echo "vm: qemu-system-x86_64 missing (make deps): full-kernel tests skipped"; \
+	else deploy/vm/gotest.sh $(VM_PKGS) 2>&1 | tr -d '\r' | grep -E '^(=== VM|--- |    |PASS|FAIL|ok|VM-RESULT|panic)'; exit $${PIPESTATUS[0]}; fi
 
 e2e: build
 	ROUTERD_BIN=$(CURDIR)/bin/routerd go test -count=1 -timeout 10m ./integration/...

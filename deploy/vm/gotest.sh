@@ -1,0 +1,29 @@
+#!/bin/sh
+# The VM tier of `make test`: builds the test binaries of the given packages
+# on the host and runs, inside a VM with Debian's full kernel (deploy/vm),
+# their tests named TestFullKernel* (VLAN, QinQ and bond links this
+# machine's kernel may lack). Exits non-zero when any fails.
+#   deploy/vm/gotest.sh ./services/netcfg/link/ [more packages]
+set -eu
+D=$(cd "$(dirname "$0")" && pwd)
+"$D/setup.sh"
+work=$(mktemp -d /tmp/routerd-vm.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+guest=$work/guest.sh
+{
+	echo '#!/bin/sh'
+	echo 'modprobe 8021q; modprobe bonding max_bonds=0; modprobe dummy; modprobe veth'
+	echo 'export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'
+	echo 'fail=0'
+} > "$guest"
+i=0
+for pkg in "$@"; do
+	i=$((i + 1))
+	bin=$work/t$i.test
+	go test -c -o "$bin" "$pkg"
+	[ -f "$bin" ] || continue # no tests
+	echo "echo '=== VM: $pkg'; (cd $(cd "$pkg" && pwd) && $bin -test.run '^TestFullKernel' -test.v -test.timeout 300s) || fail=1" >> "$guest"
+done
+echo '[ $fail = 0 ] && echo "VM-RESULT: OK" || echo "VM-RESULT: FAIL"' >> "$guest"
+chmod +x "$guest"
+"$D/run.sh" "$guest"

@@ -1,0 +1,306 @@
+// Package link keeps the VLAN links netcfg owns in the kernel of its target
+// namespace: 802.1Q VLANs on a port or bond (vlan<id>), 802.1ad S-VLANs
+// (svlan<id>) and C-VLANs inside an S-VLAN (svlan<id>.<cvlan>), the links
+// fibre subscribers reach the router on. Apply takes the desired set and
+// reconciles both ways: it creates what is missing, recreates what differs,
+// deletes the links it owns that are no longer desired, and never touches a
+// link it did not create (told apart by the alias `routerd:netcfg`).
+package link
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+
+	"routerd.dev/proto/kernel"
+)
+
+// Alias marks the links netcfg creates.
+const Alias = kernel.LinkAliasPrefix + "netcfg"
+
+// Protocols of a VLAN link.
+const (
+	Dot1Q  = "802.1Q"
+	Dot1AD = "802.1ad"
+)
+
+// VLAN is one VLAN link as desired.
+type VLAN struct {
+	// Name is vlan<id>, svlan<id> or svlan<id>.<cvlan>.
+	Name string `json:"name"`
+	// Parent is the port, bond or (for a C-VLAN) S-VLAN it is on.
+	Parent string `json:"parent"`
+	// ID is the VLAN id, 1-4094.
+	ID int `json:"vlan_id"`
+	// Protocol is Dot1Q or Dot1AD.
+	Protocol string `json:"protocol"`
+	// Up says whether the link is set up (false: disabled, kept).
+	Up bool `json:"up"`
+}
+
+var namePattern = regexp.MustCompile(`^(vlan|svlan)([0-9]{1,4})(?:\.([0-9]{1,4}))?$`)
+
+// Name is the spec's name of a VLAN of id on parent: vlan<id> for 802.1Q
+// on a port or bond, svlan<id> for 802.1ad, svlan<s>.<id> for 802.1Q
+// inside the S-VLAN svlan<s>.
+func Name(parent string, id int, protocol string) string {
+	if protocol == Dot1AD {
+		return "svlan" + strconv.Itoa(id)
+	}
+	if m := namePattern.FindStringSubmatch(parent); m != nil && m[1] == "svlan" && m[3] == "" {
+		return parent + "." + strconv.Itoa(id)
+	}
+	return "vlan" + strconv.Itoa(id)
+}
+
+// Check validates a VLAN's fields and that its name is the one its parent,
+// id and protocol give.
+func (v VLAN) Check() error {
+	if v.ID < 1 || v.ID > 4094 {
+		return fmt.Errorf("vlan_id %d out of range 1-4094", v.ID)
+	}
+	if v.Protocol != Dot1Q && v.Protocol != Dot1AD {
+		return fmt.Errorf("protocol %q: want %s or %s", v.Protocol, Dot1Q, Dot1AD)
+	}
+	if v.Parent == "" {
+		return errors.New("parent is required")
+	}
+	if want := Name(v.Parent, v.ID, v.Protocol); v.Name != want {
+		return fmt.Errorf("name %q: a %s VLAN %d on %s is %s", v.Name, v.Protocol, v.ID, v.Parent, want)
+	}
+	return nil
+}
+
+// Change is one thing Apply did (or, dry, would do), in `ip link` words.
+type Change struct {
+	Op   string `json:"op"` // add, delete, recreate, up, down
+	Name string `json:"name"`
+	Why  string `json:"why,omitempty"`
+}
+
+// Manager is the one writer of netcfg's links in one namespace.
+type Manager struct {
+	mu sync.Mutex
+	nl *netlink.Handle
+}
+
+// New manages links through nl (bound to the target namespace).
+func New(nl *netlink.Handle) *Manager { return &Manager{nl: nl} }
+
+// errNotSupported is what the kernel answers for a link kind it lacks.
+var errNotSupported = unix.EOPNOTSUPP
+
+// ErrUnsupported is returned when the kernel cannot make VLAN links (no
+// 8021q module); the message says so plainly.
+var ErrUnsupported = errors.New("this kernel cannot create VLAN links (802.1Q support, module 8021q, is missing)")
+
+// Apply makes the kernel's netcfg-owned VLAN links exactly desired. It
+// stops at the first change the kernel refuses and returns what it did
+// before that (the caller's store still holds the intent, so the next Apply
+// finishes the job); desired must be valid (Check) and its parents must
+// exist or be in desired.
+func (m *Manager) Apply(desired []VLAN) ([]Change, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	live, err := m.live()
+	if err != nil {
+		return nil, err
+	}
+	want := map[string]VLAN{}
+	for _, v := range desired {
+		if err := v.Check(); err != nil {
+			return nil, fmt.Errorf("%s: %w", v.Name, err)
+		}
+		want[v.Name] = v
+	}
+	var changes []Change
+	// Deletions first, children before parents (deepest names first): a
+	// link that goes frees its name and tag for one that comes.
+	var gone []string
+	for name, l := range live {
+		if !l.owned {
+			continue
+		}
+		if w, ok := want[name]; !ok {
+			gone = append(gone, name)
+		} else if l.differs(w) != "" {
+			gone = append(gone, name)
+		}
+	}
+	sort.Slice(gone, func(i, j int) bool { return depth(gone[i]) > depth(gone[j]) || depth(gone[i]) == depth(gone[j]) && gone[i] < gone[j] })
+	recreate := map[string]string{}
+	for _, name := range gone {
+		l := live[name]
+		op, why := "delete", "not configured"
+		if w, ok := want[name]; ok {
+			op, why = "recreate", l.differs(w)
+			recreate[name] = why
+		}
+		if err := m.nl.LinkDel(l.link); err != nil {
+			return changes, fmt.Errorf("delete %s: %w", name, err)
+		}
+		delete(live, name)
+		if op == "delete" {
+			changes = append(changes, Change{Op: op, Name: name, Why: why})
+		}
+	}
+	// Additions, parents before children.
+	names := make([]string, 0, len(want))
+	for n := range want {
+		names = append(names, n)
+	}
+	sort.Slice(names, func(i, j int) bool { return depth(names[i]) < depth(names[j]) || depth(names[i]) == depth(names[j]) && names[i] < names[j] })
+	for _, name := range names {
+		w := want[name]
+		if l, ok := live[name]; ok {
+			if !l.owned {
+				return changes, fmt.Errorf("%s exists and is not routerd's: not touched", name)
+			}
+			if l.up != w.Up {
+				if err := m.setUp(l.link, w.Up); err != nil {
+					return changes, err
+				}
+				changes = append(changes, Change{Op: map[bool]string{true: "up", false: "down"}[w.Up], Name: name})
+			}
+			continue
+		}
+		if err := m.add(w); err != nil {
+			return changes, err
+		}
+		if why, ok := recreate[name]; ok {
+			changes = append(changes, Change{Op: "recreate", Name: name, Why: why})
+		} else {
+			changes = append(changes, Change{Op: "add", Name: name})
+		}
+	}
+	return changes, nil
+}
+
+func (m *Manager) add(v VLAN) error {
+	parent, err := m.nl.LinkByName(v.Parent)
+	if err != nil {
+		return fmt.Errorf("%s: parent %s: %w", v.Name, v.Parent, err)
+	}
+	proto := netlink.VLAN_PROTOCOL_8021Q
+	if v.Protocol == Dot1AD {
+		proto = netlink.VLAN_PROTOCOL_8021AD
+	}
+	l := &netlink.Vlan{LinkAttrs: netlink.LinkAttrs{Name: v.Name, ParentIndex: parent.Attrs().Index}, VlanId: v.ID, VlanProtocol: proto}
+	if err := m.nl.LinkAdd(l); err != nil {
+		if errors.Is(err, errNotSupported) {
+			return ErrUnsupported
+		}
+		return fmt.Errorf("add %s: %w", v.Name, err)
+	}
+	created, err := m.nl.LinkByName(v.Name)
+	if err == nil {
+		err = m.nl.LinkSetAlias(created, Alias)
+	}
+	if err == nil && v.Up {
+		err = m.setUp(created, true)
+	}
+	if err != nil {
+		// Not marked (or half set up): take it out, so nothing unowned
+		// and nothing half-made is left.
+		_ = m.nl.LinkDel(l)
+		return fmt.Errorf("add %s: %w", v.Name, err)
+	}
+	return nil
+}
+
+func (m *Manager) setUp(l netlink.Link, up bool) error {
+	var err error
+	if up {
+		err = m.nl.LinkSetUp(l)
+	} else {
+		err = m.nl.LinkSetDown(l)
+	}
+	if err != nil {
+		return fmt.Errorf("set %s up=%v: %w", l.Attrs().Name, up, err)
+	}
+	return nil
+}
+
+// depth orders links: ports 0, vlan/svlan 1, svlan.cvlan 2.
+func depth(name string) int { return strings.Count(name, ".") + 1 }
+
+type liveLink struct {
+	link     netlink.Link
+	owned    bool
+	parent   string
+	id       int
+	protocol string
+	up       bool
+}
+
+func (l liveLink) differs(w VLAN) string {
+	switch {
+	case l.parent != w.Parent:
+		return fmt.Sprintf("parent %s, want %s", l.parent, w.Parent)
+	case l.id != w.ID:
+		return fmt.Sprintf("id %d, want %d", l.id, w.ID)
+	case l.protocol != w.Protocol:
+		return fmt.Sprintf("protocol %s, want %s", l.protocol, w.Protocol)
+	}
+	return ""
+}
+
+// live lists the namespace's VLAN links by name.
+func (m *Manager) live() (map[string]liveLink, error) {
+	links, err := m.nl.LinkList()
+	if err != nil {
+		return nil, fmt.Errorf("listing links: %w", err)
+	}
+	byIndex := map[int]string{}
+	for _, l := range links {
+		byIndex[l.Attrs().Index] = l.Attrs().Name
+	}
+	out := map[string]liveLink{}
+	for _, l := range links {
+		a := l.Attrs()
+		ll := liveLink{link: l, owned: a.Alias == Alias, parent: byIndex[a.ParentIndex], up: a.Flags&1 != 0}
+		if v, ok := l.(*netlink.Vlan); ok {
+			ll.id = v.VlanId
+			ll.protocol = Dot1Q
+			if v.VlanProtocol == netlink.VLAN_PROTOCOL_8021AD {
+				ll.protocol = Dot1AD
+			}
+		} else if !ll.owned {
+			continue // not a VLAN, not ours
+		}
+		out[a.Name] = ll
+	}
+	return out, nil
+}
+
+// Live is a VLAN link as the kernel has it.
+type Live struct {
+	Name     string `json:"name"`
+	Parent   string `json:"parent"`
+	ID       int    `json:"vlan_id"`
+	Protocol string `json:"protocol"`
+	Up       bool   `json:"up"`
+	// Owned says netcfg created it (its alias is Alias).
+	Owned bool `json:"owned"`
+}
+
+// List returns the VLAN links of the namespace, sorted by name.
+func (m *Manager) List() ([]Live, error) {
+	live, err := m.live()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Live, 0, len(live))
+	for name, l := range live {
+		out = append(out, Live{Name: name, Parent: l.parent, ID: l.id, Protocol: l.protocol, Up: l.up, Owned: l.owned})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
