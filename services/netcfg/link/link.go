@@ -134,7 +134,9 @@ func (m *Manager) Apply(desired []VLAN) ([]Change, error) {
 			gone = append(gone, name)
 		}
 	}
-	sort.Slice(gone, func(i, j int) bool { return depth(gone[i]) > depth(gone[j]) || depth(gone[i]) == depth(gone[j]) && gone[i] < gone[j] })
+	sort.Slice(gone, func(i, j int) bool {
+		return depth(gone[i]) > depth(gone[j]) || depth(gone[i]) == depth(gone[j]) && gone[i] < gone[j]
+	})
 	recreate := map[string]string{}
 	for _, name := range gone {
 		l := live[name]
@@ -156,7 +158,9 @@ func (m *Manager) Apply(desired []VLAN) ([]Change, error) {
 	for n := range want {
 		names = append(names, n)
 	}
-	sort.Slice(names, func(i, j int) bool { return depth(names[i]) < depth(names[j]) || depth(names[i]) == depth(names[j]) && names[i] < names[j] })
+	sort.Slice(names, func(i, j int) bool {
+		return depth(names[i]) < depth(names[j]) || depth(names[i]) == depth(names[j]) && names[i] < names[j]
+	})
 	for _, name := range names {
 		w := want[name]
 		if l, ok := live[name]; ok {
