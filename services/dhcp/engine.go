@@ -85,6 +85,11 @@ type Engine struct {
 	routeQ chan routeJob
 	kick   chan struct{}
 
+	// resMu serialises reconfiguration and element reservation changes;
+	// res holds the element reservations (see resv.go).
+	resMu sync.Mutex
+	res   reservations
+
 	mu        sync.Mutex
 	listeners map[string]*listener // "4|iface", "6|iface", "ra|iface"
 	wg        sync.WaitGroup
@@ -155,8 +160,9 @@ func New(cfg config.Config, d Deps) (*Engine, error) {
 		return nil, fmt.Errorf("dhcp: invalid configuration: %w", err)
 	}
 	e := &Engine{d: d, log: d.Log, tab: lease.NewTable(), kick: make(chan struct{}, 1), listeners: map[string]*listener{},
-		routeQ: make(chan routeJob, 1<<14)}
+		routeQ: make(chan routeJob, 1<<14), res: newReservations()}
 	e.cfg.Store(&cfg)
+	e.res.indexOwners(cfg)
 	var err error
 	if e.v4, err = v4.New(cfg, v4.Deps{Table: e.tab, Lookup: d.Lookup, Now: d.Now, Log: d.Log}); err != nil {
 		return nil, err
@@ -190,17 +196,29 @@ func (e *Engine) Config() config.Config { return *e.cfg.Load() }
 // Reconfigure validates cfg whole and applies it without restarting the
 // listeners of interfaces that stay served and without dropping any lease.
 // An invalid configuration is refused and the previous one stays.
+//
+// The element reservations (PutClient, PutService) are kept and compiled
+// with cfg's own; cfg is refused when they no longer fit it (e.g. a served
+// network holding reservations is removed).
 func (e *Engine) Reconfigure(cfg config.Config) error {
+	e.resMu.Lock()
+	defer e.resMu.Unlock()
+	return e.reconfigureLocked(cfg)
+}
+
+func (e *Engine) reconfigureLocked(cfg config.Config) error {
 	cfg = cfg.WithDefaults()
-	if err := cfg.Validate(); err != nil {
+	full := e.withReservations(cfg)
+	if err := full.Validate(); err != nil {
 		return fmt.Errorf("dhcp: configuration refused, previous one kept: %w", err)
 	}
-	if err := e.v4.Reconfigure(cfg); err != nil {
+	if err := e.v4.Reconfigure(full); err != nil {
 		return err
 	}
-	if err := e.v6.Reconfigure(cfg); err != nil {
+	if err := e.v6.Reconfigure(full); err != nil {
 		return err
 	}
+	e.res.indexOwners(full)
 	e.cfg.Store(&cfg)
 	e.mu.Lock()
 	for _, l := range e.listeners {
@@ -227,11 +245,17 @@ func (e *Engine) Run(ctx context.Context) error {
 		e.tab.Put(&leases[i])
 	}
 	e.tab.Unlock()
+	e.resMu.Lock()
 	cfg := e.Config()
-	if err := e.v4.Reconfigure(cfg); err != nil {
+	full := e.withReservations(cfg)
+	err = e.v4.Reconfigure(full)
+	if err == nil {
+		err = e.v6.Reconfigure(full)
+	}
+	e.resMu.Unlock()
+	if err != nil {
 		return err
 	}
-	e.v6.Reconfigure(cfg)
 	e.log.Info("dhcp engine starting", "leases", len(leases), "netns", e.d.NetNS.Path())
 
 	h, err := e.d.NetNS.Netlink()

@@ -80,6 +80,10 @@ type Service struct {
 	wst    *store.Store // st fenced by the host lock of the current term
 	events *busEvents
 
+	// cfgMu serialises changes of the served configuration made through
+	// the API (read, change, apply, store).
+	cfgMu sync.Mutex
+
 	mu    sync.Mutex
 	eng   *Engine // nil while standing by
 	state ConfigState
@@ -143,12 +147,19 @@ func (s *Service) Run(ctx context.Context) error {
 func (s *Service) serve(ctx context.Context, lock *store.Lock) error {
 	// Every write of this term is conditional on still holding the lock.
 	s.wst = s.st.Fenced(lock)
+	if err := s.migrate(ctx); err != nil {
+		return err
+	}
 	cfg, from, err := s.loadConfig(ctx)
 	if err != nil {
 		return err
 	}
 	eng, err := New(cfg, Deps{Store: lease.NewEtcdStore(s.d.KV).Fenced(lock.Fence()), NetNS: s.d.NS, Events: s.events,
 		Log: s.d.Log, Now: s.d.Now, ListenRetry: s.d.ListenRetry})
+	if err != nil {
+		return err
+	}
+	resRev, err := s.loadReservationsAt(ctx, eng)
 	if err != nil {
 		return err
 	}
@@ -164,6 +175,7 @@ func (s *Service) serve(ctx context.Context, lock *store.Lock) error {
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return eng.Run(gctx) })
 	g.Go(func() error { s.watch(gctx, eng, from); return nil })
+	g.Go(func() error { s.watchReservations(gctx, eng, resRev); return nil })
 	g.Go(func() error {
 		return bus.Run(gctx, s.d.NC, bus.ServiceConfig{
 			Name: Name, Version: "1.0.0", Description: "DHCPv4, DHCPv6, prefix delegation and router advertisements",
@@ -253,6 +265,11 @@ func (s *Service) watch(ctx context.Context, eng *Engine, from int64) {
 // apply reconfigures the engine with one stored version; a refused one
 // is logged and recorded, and the configuration in force stays.
 func (s *Service) apply(ctx context.Context, eng *Engine, rev int64, deleted bool, raw []byte) {
+	s.cfgMu.Lock()
+	defer s.cfgMu.Unlock()
+	if !deleted && rev <= s.State().Revision {
+		return // applied already, by the API change that stored it
+	}
 	var cfg config.Config
 	if deleted {
 		s.d.Log.Warn("dhcp configuration deleted from the store: serving nothing", "revision", rev)

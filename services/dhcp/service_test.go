@@ -227,8 +227,15 @@ func TestServiceOnTheBus(t *testing.T) {
 	rev1 := putConfig(t, env, configJSON(t, cfg))
 	svc := startService(t, env, tp)
 	svc.waitServing(t, env, 3) // v4, v6, ra
-	if st := status(t, env.NC); st.Config.Revision != rev1 || st.Config.Source != "stored" || st.Counts["clients"] != 1 || st.InForce.Clients != nil {
-		t.Fatalf("config state %+v, counts %v, want revision %d from the store, one client counted and not listed", st.Config, st.Counts, rev1)
+	// The stored configuration carried a client and a service: at start
+	// they move to keys of their own and the configuration is stored
+	// again without them (a later revision).
+	st := status(t, env.NC)
+	if st.Config.Revision <= rev1 || st.Config.Source != "stored" || st.Counts["clients"] != 1 || st.Counts["services"] != 1 || st.InForce.Clients != nil {
+		t.Fatalf("config state %+v, counts %v, want the migrated revision (after %d) from the store, one client and one service counted and not listed", st.Config, st.Counts, rev1)
+	}
+	if r, err := env.KV.Get(context.Background(), store.Root+Name+"/"+ResvPrefix, clientv3.WithPrefix(), clientv3.WithCountOnly()); err != nil || r.Count != 2 {
+		t.Fatalf("reservation keys after migration: %v %v, want 2", r, err)
 	}
 	// Discovery answers for "dhcp": GET /status reports it running.
 	if _, err := env.NC.Request("$SRV.PING."+Name, nil, time.Second); err != nil {
@@ -299,7 +306,7 @@ func TestServiceOnTheBus(t *testing.T) {
 	bad := cfg2
 	bad.Lifetimes6.Valid = 60 * time.Second
 	rev3 := putConfig(t, env, configJSON(t, bad))
-	st := waitStatus(t, env.NC, "invalid configuration refused", func(st Status) bool {
+	st = waitStatus(t, env.NC, "invalid configuration refused", func(st Status) bool {
 		return st.Config.Refused != nil && st.Config.Refused.Revision == rev3
 	})
 	if st.Config.Revision != rev2 || st.InForce.Lifetimes6.Valid == 60*time.Second || !strings.Contains(st.Config.Refused.Error, "valid") {

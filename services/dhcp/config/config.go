@@ -168,6 +168,9 @@ type Client struct {
 	IPv6 netip.Addr `json:"ipv6,omitzero"`
 	// Hostname, max 63 characters; default client-<mac without colons>.
 	Hostname string `json:"hostname,omitempty"`
+	// Prefix6 is a delegated prefix pinned to the client (from the
+	// reserved band of the PD pool); the engine serves it as PD.Pinned.
+	Prefix6 netip.Prefix `json:"prefix6,omitzero"`
 }
 
 // Service is a fibre subscriber, recognised by the relay agent information

@@ -146,16 +146,31 @@ type ServiceLookup struct {
 func NewServiceLookup(services []config.Service) *ServiceLookup {
 	l := &ServiceLookup{byPort: map[string]Match{}, bySN: map[string]Match{}}
 	for _, s := range services {
-		m := Match{ServiceID: s.ID, IPv4: s.IPv4, Hostname: s.Hostname}
-		if m.Hostname == "" {
-			m.Hostname = strings.ReplaceAll(s.ID, "_", "-")
-		}
-		l.byPort[portKey(s.OLT, s.PON, s.ONTID)] = m
-		if s.SN != "" {
-			l.bySN[strings.ToUpper(s.SN)] = m
-		}
+		l.Put(s)
 	}
 	return l
+}
+
+// Put indexes one service (callers serialise Put, Delete and Lookup).
+func (l *ServiceLookup) Put(s config.Service) {
+	m := Match{ServiceID: s.ID, IPv4: s.IPv4, Hostname: s.Hostname}
+	if m.Hostname == "" {
+		m.Hostname = strings.ReplaceAll(s.ID, "_", "-")
+	}
+	l.byPort[portKey(s.OLT, s.PON, s.ONTID)] = m
+	if s.SN != "" {
+		l.bySN[strings.ToUpper(s.SN)] = m
+	}
+}
+
+// Delete forgets one service, as it was Put.
+func (l *ServiceLookup) Delete(s config.Service) {
+	if m, ok := l.byPort[portKey(s.OLT, s.PON, s.ONTID)]; ok && m.ServiceID == s.ID {
+		delete(l.byPort, portKey(s.OLT, s.PON, s.ONTID))
+	}
+	if m, ok := l.bySN[strings.ToUpper(s.SN)]; ok && s.SN != "" && m.ServiceID == s.ID {
+		delete(l.bySN, strings.ToUpper(s.SN))
+	}
 }
 
 func portKey(olt, pon string, ont int) string { return olt + "|" + pon + "|" + strconv.Itoa(ont) }

@@ -211,3 +211,70 @@ func (s *Server) Stats() []Stats {
 }
 
 func (n *network) String() string { return fmt.Sprintf("%s %v", n.cfg.Iface, n.cfg.Prefix) }
+
+// SetClient applies one MAC reservation change in place (old nil: added;
+// cl nil: removed): the reservation map, the fixed set and the pool slot
+// of its address, nothing else.
+func (s *Server) SetClient(old, cl *config.Client) {
+	s.tab.Lock()
+	defer s.tab.Unlock()
+	c := s.cur
+	if old != nil {
+		m, _ := config.NormalizeMAC(old.MAC)
+		delete(c.byMAC, m)
+		s.unfix(old.IP)
+	}
+	if cl != nil {
+		m, _ := config.NormalizeMAC(cl.MAC)
+		r := *cl
+		if r.Hostname == "" {
+			r.Hostname = config.DefaultHostname(m)
+		}
+		c.byMAC[m] = r
+		s.fix(r.IP)
+	}
+}
+
+// SetService applies one fibre service change in place: its fixed address
+// and, when the engine uses the configured services' lookup, its option 82
+// binding.
+func (s *Server) SetService(old, sv *config.Service) {
+	s.tab.Lock()
+	defer s.tab.Unlock()
+	l, _ := s.cur.lookup.(*opt82.ServiceLookup)
+	if old != nil {
+		if l != nil {
+			l.Delete(*old)
+		}
+		s.unfix(old.IPv4)
+	}
+	if sv != nil {
+		if l != nil {
+			l.Put(*sv)
+		}
+		s.fix(sv.IPv4)
+	}
+}
+
+func (s *Server) fix(ip netip.Addr) {
+	s.cur.fixedIPs[ip] = true
+	for _, n := range s.cur.nets {
+		if i, ok := n.pool.Index(ip); ok {
+			n.pool.Set(i)
+		}
+	}
+}
+
+// unfix gives a formerly fixed address back to the pool unless a lease
+// still holds it (it returns when that lease goes).
+func (s *Server) unfix(ip netip.Addr) {
+	delete(s.cur.fixedIPs, ip)
+	if s.tab.Get(lease.AddrKey(lease.V4, ip)) != nil {
+		return
+	}
+	for _, n := range s.cur.nets {
+		if i, ok := n.pool.Index(ip); ok {
+			n.pool.Clear(i)
+		}
+	}
+}

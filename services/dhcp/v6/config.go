@@ -248,3 +248,52 @@ func macFromDUID(d dhcpv6.DUID) string {
 }
 
 func duidString(d dhcpv6.DUID) string { return hex.EncodeToString(d.ToBytes()) }
+
+// SetClient applies one MAC reservation change in place (old nil: added;
+// cl nil: removed): hostname, fixed IA_NA address (and its pool slot) and
+// pinned prefix.
+func (s *Server) SetClient(old, cl *config.Client) {
+	s.tab.Lock()
+	defer s.tab.Unlock()
+	c := s.cur
+	if old != nil {
+		m, _ := config.NormalizeMAC(old.MAC)
+		delete(c.hostByMAC, m)
+		if a, ok := c.fixed[m]; ok {
+			delete(c.fixed, m)
+			delete(c.fixedSet, a)
+			if s.tab.Get(lease.AddrKey(lease.NA, a)) == nil {
+				for _, n := range c.nets {
+					if i, ok := n.pool.Index(a); ok {
+						n.pool.Clear(i)
+					}
+				}
+			}
+		}
+		if p, ok := c.pinned[m]; ok {
+			delete(c.pinned, m)
+			delete(c.pinnedSet, p)
+		}
+	}
+	if cl != nil {
+		m, _ := config.NormalizeMAC(cl.MAC)
+		h := cl.Hostname
+		if h == "" {
+			h = config.DefaultHostname(m)
+		}
+		c.hostByMAC[m] = h
+		if cl.IPv6.IsValid() {
+			c.fixed[m] = cl.IPv6
+			c.fixedSet[cl.IPv6] = true
+			for _, n := range c.nets {
+				if i, ok := n.pool.Index(cl.IPv6); ok {
+					n.pool.Set(i)
+				}
+			}
+		}
+		if cl.Prefix6.IsValid() {
+			c.pinned[m] = cl.Prefix6
+			c.pinnedSet[cl.Prefix6] = true
+		}
+	}
+}
