@@ -175,14 +175,31 @@ func (g *Gateway) actionHandler(w http.ResponseWriter, r *http.Request) {
 			"the action API takes GET (or POST): GET /api?action=%s", name).With("allowed", []string{"GET /api", "POST /api"}))
 		return
 	}
+	if m.ActionPOSTOnly && r.Method != http.MethodPost {
+		writeError(w, apierr.New(apierr.KindMethodNotAllowed,
+			"%s is not allowed: action %s takes POST only: POST /api?action=%s", r.Method, name, name).With("allowed", []string{"POST /api?action=" + name}))
+		return
+	}
 	req := g.envelope(r)
 	req.Method, req.Action = actionMethod(m), name
-	args := map[string]string{}
+	args := map[string]any{}
 	for k, v := range q {
 		if k == "action" || k == "api_key" || len(v) == 0 {
 			continue
 		}
 		args[k] = v[len(v)-1]
+	}
+	// A POST action's JSON body fills the arguments too, its fields winning
+	// over the query's (the spec's saved configuration versions).
+	if r.Method == http.MethodPost {
+		var body map[string]any
+		if json.Unmarshal(r.Context().Value(bodyKey{}).([]byte), &body) == nil {
+			for k, v := range body {
+				if k != "action" && k != "api_key" {
+					args[k] = v
+				}
+			}
+		}
 	}
 	req.Args, _ = json.Marshal(args)
 	req.Path = "/api"

@@ -74,7 +74,7 @@ func Run(ctx context.Context, cfg config.Config, opt Options) error {
 	}
 
 	var kv *clientv3.Client
-	if cfg.Runs(subscribers.Name) || cfg.Runs(netcfg.Name) || cfg.Runs(dhcp.Name) {
+	if cfg.Runs(subscribers.Name) || cfg.Runs(netcfg.Name) || cfg.Runs(dhcp.Name) || cfg.Runs(system.Name) {
 		if len(cfg.EtcdEndpoints) == 0 {
 			e, err := store.StartEmbedded(ctx, store.EmbedConfig{Dir: filepath.Join(cfg.StateDir, "etcd"), ClientAddr: cfg.EtcdListen})
 			if err != nil {
@@ -134,7 +134,7 @@ func Run(ctx context.Context, cfg config.Config, opt Options) error {
 		run(dhcp.Name, svc.Run)
 	}
 	if cfg.Runs(system.Name) {
-		svc := system.New(system.Deps{NC: nc, Log: log.With("service", system.Name)})
+		svc := system.New(system.Deps{NC: nc, KV: kv, StateDir: cfg.StateDir, Log: log.With("service", system.Name)})
 		run(system.Name, svc.Run)
 	}
 	// Wait for the services this process started to register on the bus

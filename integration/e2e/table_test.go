@@ -85,7 +85,11 @@ func TestEveryOperationRefusesInvalidInput(t *testing.T) {
 			for k, v := range args {
 				q.Set(k, v)
 			}
-			st, body := r.call("GET", "/api?"+q.Encode(), nil)
+			method := "GET"
+			if m.ActionPOSTOnly { // config-save: POST only, GET is 405
+				method = "POST"
+			}
+			st, body := r.call(method, "/api?"+q.Encode(), nil)
 			if st != 400 || body["field"] != field {
 				t.Errorf("action %s %v: %d %v, want 400 naming %s", m.Action, args, st, body, field)
 			}

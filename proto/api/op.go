@@ -57,6 +57,10 @@ type Meta struct {
 	REST []REST
 	// Action is the /api?action= name; empty when there is no action form.
 	Action string
+	// ActionPOSTOnly makes the action form refuse every method but POST
+	// with a 405 (the spec's config-save: "POST only (GET = 405)"). A POST
+	// action's JSON body fills its arguments, winning over the query.
+	ActionPOSTOnly bool
 	// Status is the HTTP status of success; 0 is 200. An answer embedding
 	// Result may choose another by setting Code (e.g. 200 for an update
 	// of a create-or-replace whose Status is 201).

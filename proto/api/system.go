@@ -1,5 +1,7 @@
 package api
 
+import "time"
+
 // The system service (Document 1, System).
 
 // Status is the status record of GET /status.
@@ -22,3 +24,190 @@ var StatusGet = Define[None, Status](Meta{
 	REST:    []REST{{"GET", "/status"}}, Action: "status", Read: true,
 	Concurrency: 32,
 })
+
+// Configuration documents (Document 1, "Saved configuration version").
+//
+// The configuration every service keeps in etcd is rendered as named
+// documents, one file path per area (etc/plans.json, etc/routes.json,
+// etc/dhcp.json, ...), each the owning service's own rendering as indented
+// JSON. Saved versions, config-diff, config-show, GET /backup and POST
+// /restore all speak in these documents. Only the owner reads and writes
+// its etcd keys: the system service asks each owner on the bus
+// (ConfigOwners: <service>.config.export and <service>.config.import).
+// State (leases, counters) is not configuration and is not exported.
+
+// ConfigDocuments are named configuration documents: file path to content.
+type ConfigDocuments struct {
+	Documents map[string]string `json:"documents" doc:"file path (e.g. etc/plans.json) to the document's text (indented JSON)"`
+}
+
+// ConfigImported answers an owner's config.import: the documents it took.
+type ConfigImported struct {
+	Result
+	Documents []string `json:"documents" doc:"paths of the documents the service brought in"`
+}
+
+// ConfigOwner is one service that owns configuration documents, with its
+// two internal operations.
+type ConfigOwner struct {
+	Service string
+	// Export renders the service's configuration as its documents (every
+	// path it owns, also when empty). A stored record that does not parse
+	// is a 500 listing it in broken_data_files.
+	Export Op[None, ConfigDocuments]
+	// Import replaces the service's configuration with the documents of
+	// its paths in one etcd transaction, then re-applies its kernel and
+	// daemon state; paths of other services are ignored and a path of its
+	// own that is absent leaves that area as it is. A document that does
+	// not parse or validate is a 400 naming it, and nothing changes.
+	Import Op[ConfigDocuments, ConfigImported]
+}
+
+func configOwner(service, paths string) ConfigOwner {
+	return ConfigOwner{Service: service,
+		Export: Define[None, ConfigDocuments](Meta{
+			Service: service, Name: "config.export", Read: true,
+			Summary: "The service's configuration as named documents (" + paths + ") for saved versions, backup and restore.",
+		}),
+		Import: Define[ConfigDocuments, ConfigImported](Meta{
+			Service: service, Name: "config.import", Timeout: 60 * time.Second,
+			Summary: "Replace the service's configuration (" + paths + ") with the documents given, in one etcd transaction, then re-apply its kernel state; 400 naming a document that does not parse.",
+		}),
+	}
+}
+
+// The owners of configuration documents, in the order a restore brings
+// them in (plans before the clients that name them, routes before what
+// depends on them).
+var (
+	SubscribersConfig = configOwner("subscribers", "etc/plans.json")
+	NetcfgConfig      = configOwner("netcfg", "etc/routes.json")
+	DHCPConfig        = configOwner("dhcp", "etc/dhcp.json")
+	ConfigOwners      = []ConfigOwner{SubscribersConfig, NetcfgConfig, DHCPConfig}
+)
+
+// ConfigVersion is one saved configuration version.
+type ConfigVersion struct {
+	ID      int64  `json:"id" example:"7"`
+	SavedAt string `json:"saved_at" example:"2026-11-24 10:00:00"`
+	SavedBy string `json:"saved_by" doc:"who saved it: the caller's address, by@address when the caller sent by; router for automatic versions" example:"noc@192.0.2.10"`
+	Comment string `json:"comment"`
+	Auto    bool   `json:"auto" doc:"saved by the router itself (before a restore, by a network apply)"`
+	Files   int    `json:"files" doc:"number of documents"`
+	Bytes   int64  `json:"bytes" doc:"their total size"`
+	Digest  string `json:"digest" doc:"sha256 over the documents' paths and contents: equal digests, equal configurations"`
+}
+
+// ConfigSavedRef is the latest saved version in config-status.
+type ConfigSavedRef struct {
+	ID      int64  `json:"id"`
+	SavedAt string `json:"saved_at"`
+	Comment string `json:"comment"`
+}
+
+// ConfigChanges lists documents by path.
+type ConfigChanges struct {
+	Added   []string `json:"added"`
+	Removed []string `json:"removed"`
+	Changed []string `json:"changed"`
+}
+
+// ConfigStatusAnswer answers config-status.
+type ConfigStatusAnswer struct {
+	Result
+	Saved   *ConfigSavedRef `json:"saved" doc:"the latest saved version; null when none is saved"`
+	Latest  int64           `json:"latest" doc:"id of the latest saved version; 0 when none"`
+	Unsaved bool            `json:"unsaved" doc:"the running configuration differs from the latest saved version (true when none is saved)"`
+	Changes ConfigChanges   `json:"changes" doc:"running against the latest saved version"`
+}
+
+// ConfigVersionsRequest is config-versions.
+type ConfigVersionsRequest struct {
+	N int `json:"n" api:"min=1,max=1000,default=30" doc:"how many of the newest versions"`
+}
+
+// ConfigVersionList answers config-versions, newest first.
+type ConfigVersionList struct {
+	Result
+	Count    int             `json:"count"`
+	Versions []ConfigVersion `json:"versions"`
+}
+
+// ConfigSaveRequest is config-save.
+type ConfigSaveRequest struct {
+	Comment string `json:"comment" api:"maxlen=200"`
+}
+
+// ConfigSaveAnswer answers config-save (201).
+type ConfigSaveAnswer struct {
+	Result
+	Saved   ConfigVersion `json:"saved"`
+	Version int64         `json:"version" doc:"the new version's id"`
+	Files   int           `json:"files" doc:"documents saved"`
+}
+
+// ConfigDiffRequest is config-diff.
+type ConfigDiffRequest struct {
+	From int64  `json:"from" api:"required,min=1" doc:"version id"`
+	To   string `json:"to" api:"default=running" pattern:"^([0-9]+|running)$" hint:"a version id or running"`
+}
+
+// ConfigDiffAnswer answers config-diff.
+type ConfigDiffAnswer struct {
+	Result
+	From    int64         `json:"from"`
+	To      any           `json:"to" doc:"the version id, or running"`
+	Changes ConfigChanges `json:"changes"`
+	Diff    string        `json:"diff" doc:"unified diff of the documents, secrets masked; empty when equal"`
+}
+
+// ConfigShowRequest is config-show.
+type ConfigShowRequest struct {
+	ID   int64  `json:"id" api:"required,min=1" doc:"version id"`
+	Path string `json:"path" doc:"one document's path; omitted lists the documents"`
+}
+
+// ConfigFile is one document of a version.
+type ConfigFile struct {
+	Path   string `json:"path" example:"etc/plans.json"`
+	Bytes  int    `json:"bytes"`
+	Digest string `json:"digest"`
+}
+
+// ConfigShowAnswer answers config-show: the version's documents, or one
+// document's content with passwords, keys, tokens and communities masked.
+type ConfigShowAnswer struct {
+	Result
+	Version ConfigVersion `json:"version"`
+	Files   []ConfigFile  `json:"files,omitempty" doc:"without path"`
+	Path    string        `json:"path,omitempty" doc:"with path"`
+	Content string        `json:"content,omitempty" doc:"with path: the document, secrets masked"`
+}
+
+var (
+	// ConfigStatus is the config-status action.
+	ConfigStatus = Define[None, ConfigStatusAnswer](Meta{
+		Service: "system", Name: "config.status", Action: "config-status", Read: true,
+		Summary: "Whether the running configuration differs from the latest saved version, and which documents. Action API only.",
+	})
+	// ConfigVersions is the config-versions action.
+	ConfigVersions = Define[ConfigVersionsRequest, ConfigVersionList](Meta{
+		Service: "system", Name: "config.versions", Action: "config-versions", Read: true,
+		Summary: "The newest saved configuration versions, newest first. Action API only.",
+	})
+	// ConfigSave is the config-save action (POST only).
+	ConfigSave = Define[ConfigSaveRequest, ConfigSaveAnswer](Meta{
+		Service: "system", Name: "config.save", Action: "config-save", ActionPOSTOnly: true, Status: 201,
+		Summary: "Save the running configuration as a new numbered version (201). POST only (GET is 405); a JSON body's fields win over the query's. Action API only.",
+	})
+	// ConfigDiff is the config-diff action.
+	ConfigDiff = Define[ConfigDiffRequest, ConfigDiffAnswer](Meta{
+		Service: "system", Name: "config.diff", Action: "config-diff", Read: true,
+		Summary: "Unified diff from a saved version to another or to the running configuration, secrets masked; 404 for a missing version. Action API only.",
+	})
+	// ConfigShow is the config-show action.
+	ConfigShow = Define[ConfigShowRequest, ConfigShowAnswer](Meta{
+		Service: "system", Name: "config.show", Action: "config-show", Read: true,
+		Summary: "A saved version's documents, or one document with passwords, keys, tokens and communities masked; 404 for a missing version or document. Action API only.",
+	})
+)

@@ -7,6 +7,11 @@ package api
 var Table = []Operation{
 	// System (Document 1).
 	StatusGet,
+	// Saved configuration versions (action API only) and each owner's
+	// configuration documents (Document 1, system).
+	ConfigStatus, ConfigVersions, ConfigSave, ConfigDiff, ConfigShow,
+	SubscribersConfig.Export, SubscribersConfig.Import, NetcfgConfig.Export, NetcfgConfig.Import,
+	DHCPConfig.Export, DHCPConfig.Import,
 
 	// Plans (Document 2).
 	PlansList, PlansPut, PlansDelete, ClientsSummary,
@@ -16,7 +21,4 @@ var Table = []Operation{
 
 	// DHCP (Document 2; not on HTTP yet).
 	LeasesList, LeasesGet, PDSync, DHCPStatus,
-	// Served networks and reservations (dhcp; Document 2).
-	NetworksList, InterfacesList, NetAdd, NetDelete, DHCPReload,
-	ReservationPutClient, ReservationPutService, ReservationDelete, ReservationsList,
 }

@@ -19,6 +19,8 @@ func (s *Service) Endpoints() []bus.Endpoint {
 		bus.Bind(api.RoutesCreate, s.addRoute),
 		bus.Bind(api.RoutesDelete, s.deleteRoute),
 		bus.Bind(api.InterfacesCount, s.countInterfaces),
+		bus.Bind(api.NetcfgConfig.Export, s.exportConfig),
+		bus.Bind(api.NetcfgConfig.Import, s.importConfig),
 	}
 }
 

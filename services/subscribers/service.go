@@ -59,5 +59,7 @@ func (s *Service) Endpoints() []bus.Endpoint {
 		bus.Bind(api.PlansPut, s.plans.Put),
 		bus.Bind(api.PlansDelete, s.plans.Delete),
 		bus.Bind(api.ClientsSummary, s.plans.Summary),
+		bus.Bind(api.SubscribersConfig.Export, s.plans.Export),
+		bus.Bind(api.SubscribersConfig.Import, s.plans.Import),
 	}
 }

@@ -4,7 +4,12 @@ go 1.26.0
 
 require (
 	github.com/nats-io/nats.go v1.55.0
+	github.com/vishvananda/netlink v1.3.1
+	go.etcd.io/etcd/client/v3 v3.7.3
+	routerd.dev/gateway v0.0.0
 	routerd.dev/proto v0.0.0
+	routerd.dev/services/netcfg v0.0.0
+	routerd.dev/services/subscribers v0.0.0
 	routerd.dev/shared v0.0.0
 )
 
@@ -26,4 +31,10 @@ require (
 replace (
 	routerd.dev/proto => ../../proto
 	routerd.dev/shared => ../../shared
+)
+
+replace (
+	routerd.dev/gateway => ../../gateway
+	routerd.dev/services/netcfg => ../netcfg
+	routerd.dev/services/subscribers => ../subscribers
 )

@@ -14,10 +14,13 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	"github.com/nats-io/nats.go"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"routerd.dev/proto"
 	"routerd.dev/proto/api"
+	"routerd.dev/services/system/versions"
 	"routerd.dev/shared/bus"
+	"routerd.dev/shared/store"
 	"routerd.dev/shared/version"
 )
 
@@ -30,9 +33,18 @@ const askTimeout = 2 * time.Second
 
 // Deps are what the service is built on.
 type Deps struct {
-	NC  *nats.Conn
+	NC *nats.Conn
+	// KV is the system service's store (saved configuration versions
+	// under /router/system/); without it only GET /status is served.
+	KV  *clientv3.Client
 	Log *slog.Logger
 	Now func() time.Time
+	// Owners are the services whose configuration documents make up the
+	// running configuration; nil is api.ConfigOwners.
+	Owners []api.ConfigOwner
+	// StateDir is the router's state directory (the doctor checks its
+	// free space; restore reads archives from anywhere on the router).
+	StateDir string
 }
 
 // Service is the system service.
@@ -44,6 +56,9 @@ type Service struct {
 	// so a burst of status polls costs the other services one question
 	// each, not one per poll.
 	gather singleflight.Group
+
+	owners   []api.ConfigOwner
+	versions *versions.Store
 }
 
 // New builds the service.
@@ -54,7 +69,14 @@ func New(d Deps) *Service {
 	if d.Now == nil {
 		d.Now = time.Now
 	}
-	return &Service{deps: d}
+	s := &Service{deps: d, owners: d.Owners}
+	if s.owners == nil {
+		s.owners = api.ConfigOwners
+	}
+	if d.KV != nil {
+		s.versions = versions.New(store.New(d.KV, Name), d.Now)
+	}
+	return s
 }
 
 // Run serves until ctx ends.
@@ -138,5 +160,15 @@ func (s *Service) serviceState(name string) string {
 // Endpoints are the service's operations; Run serves them on the bus, and
 // benchmarks call them directly to measure the bus hop.
 func (s *Service) Endpoints() []bus.Endpoint {
-	return []bus.Endpoint{bus.Bind(api.StatusGet, s.status)}
+	eps := []bus.Endpoint{bus.Bind(api.StatusGet, s.status)}
+	if s.versions != nil {
+		eps = append(eps,
+			bus.Bind(api.ConfigStatus, s.configStatus),
+			bus.Bind(api.ConfigVersions, s.configVersions),
+			bus.Bind(api.ConfigSave, s.configSave),
+			bus.Bind(api.ConfigDiff, s.configDiff),
+			bus.Bind(api.ConfigShow, s.configShow),
+		)
+	}
+	return eps
 }

@@ -1,0 +1,225 @@
+package system
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"routerd.dev/proto/api"
+	"routerd.dev/services/system/confdoc"
+	"routerd.dev/services/system/versions"
+	"routerd.dev/shared/apierr"
+	"routerd.dev/shared/bus"
+)
+
+// exportTimeout bounds the question to each owner for its documents.
+const exportTimeout = 10 * time.Second
+
+// running gathers the running configuration: every owner's documents,
+// asked concurrently. An owner that does not answer makes it a 503 naming
+// the service (a configuration with an area missing is not the running
+// one); stored records that do not parse, in any owner, a 500 listing them
+// all in broken_data_files.
+func (s *Service) running(ctx context.Context) (confdoc.Docs, error) {
+	type answer struct {
+		owner api.ConfigOwner
+		docs  *api.ConfigDocuments
+		err   error
+	}
+	answers := make([]answer, len(s.owners))
+	var wg sync.WaitGroup
+	for i, o := range s.owners {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			actx, cancel := context.WithTimeout(ctx, exportTimeout)
+			defer cancel()
+			d, err := bus.Invoke(actx, s.deps.NC, o.Export, &api.None{})
+			answers[i] = answer{o, d, err}
+		}()
+	}
+	wg.Wait()
+	docs := confdoc.Docs{}
+	var broken []string
+	var first error
+	for _, a := range answers {
+		if a.err != nil {
+			ae := apierr.From(a.err)
+			if b, ok := ae.Fields["broken_data_files"]; ok {
+				broken = append(broken, toStrings(b)...)
+				continue
+			}
+			if first == nil {
+				if ae.Kind == apierr.KindUnavailable {
+					first = apierr.Unavailable("the %s service did not give its configuration documents: %s", a.owner.Service, ae.Message).With("service", a.owner.Service)
+				} else {
+					first = apierr.Internal(ae.Message, "the %s service could not render its configuration documents", a.owner.Service)
+				}
+			}
+			continue
+		}
+		for p, c := range a.docs.Documents {
+			if _, dup := docs[p]; dup {
+				return nil, apierr.Internal("", "configuration document %s claimed by two services", p)
+			}
+			docs[p] = c
+		}
+	}
+	if len(broken) > 0 {
+		sort.Strings(broken)
+		return nil, apierr.Broken(broken)
+	}
+	if first != nil {
+		return nil, first
+	}
+	return docs, nil
+}
+
+func toStrings(v any) []string {
+	var out []string
+	switch x := v.(type) {
+	case []string:
+		out = x
+	case []any:
+		for _, e := range x {
+			out = append(out, fmt.Sprint(e))
+		}
+	}
+	return out
+}
+
+// savedBy is who a change came from: by@caller, the caller, or "router".
+func savedBy(ctx context.Context) string {
+	if s := api.OriginOf(ctx).String(); s != "" {
+		return s
+	}
+	return "router"
+}
+
+func (s *Service) configStatus(ctx context.Context, _ *api.None) (*api.ConfigStatusAnswer, error) {
+	run, err := s.running(ctx)
+	if err != nil {
+		return nil, err
+	}
+	latest, err := s.versions.Latest(ctx)
+	if err != nil {
+		return nil, err
+	}
+	a := &api.ConfigStatusAnswer{}
+	if latest == nil {
+		a.Unsaved = true
+		a.Changes = confdoc.Compare(confdoc.Docs{}, run)
+		return a, nil
+	}
+	a.Saved = &api.ConfigSavedRef{ID: latest.ID, SavedAt: latest.SavedAt, Comment: latest.Comment}
+	a.Latest = latest.ID
+	if latest.Digest == confdoc.Digest(run) {
+		a.Changes = confdoc.Compare(run, run)
+		return a, nil
+	}
+	saved, err := s.versions.Documents(ctx, latest)
+	if err != nil {
+		return nil, err
+	}
+	a.Unsaved = true
+	a.Changes = confdoc.Compare(saved, run)
+	return a, nil
+}
+
+func (s *Service) configVersions(ctx context.Context, in *api.ConfigVersionsRequest) (*api.ConfigVersionList, error) {
+	recs, err := s.versions.List(ctx, in.N)
+	if err != nil {
+		return nil, err
+	}
+	out := &api.ConfigVersionList{Versions: make([]api.ConfigVersion, len(recs))}
+	for i, r := range recs {
+		out.Versions[i] = r.ConfigVersion
+	}
+	out.Count = len(out.Versions)
+	return out, nil
+}
+
+// save stores the running configuration as a new version.
+func (s *Service) save(ctx context.Context, comment string, auto bool) (*versions.Record, error) {
+	run, err := s.running(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return s.versions.Save(ctx, run, savedBy(ctx), comment, auto)
+}
+
+func (s *Service) configSave(ctx context.Context, in *api.ConfigSaveRequest) (*api.ConfigSaveAnswer, error) {
+	rec, err := s.save(ctx, in.Comment, false)
+	if err != nil {
+		return nil, err
+	}
+	a := &api.ConfigSaveAnswer{Saved: rec.ConfigVersion, Version: rec.ID, Files: rec.Files}
+	a.Message = fmt.Sprintf("Configuration saved as version %d", rec.ID)
+	return a, nil
+}
+
+// docsOf returns the documents of a version id, or of the running
+// configuration for "running".
+func (s *Service) docsOf(ctx context.Context, id string) (confdoc.Docs, error) {
+	if id == "running" {
+		return s.running(ctx)
+	}
+	n, err := strconv.ParseInt(id, 10, 64)
+	if err != nil || n < 1 {
+		return nil, apierr.Invalid("to", "to must be a version id or running")
+	}
+	rec, err := s.versions.Get(ctx, n)
+	if err != nil {
+		return nil, err
+	}
+	return s.versions.Documents(ctx, rec)
+}
+
+func (s *Service) configDiff(ctx context.Context, in *api.ConfigDiffRequest) (*api.ConfigDiffAnswer, error) {
+	from, err := s.docsOf(ctx, strconv.FormatInt(in.From, 10))
+	if err != nil {
+		return nil, err
+	}
+	to, err := s.docsOf(ctx, in.To)
+	if err != nil {
+		return nil, err
+	}
+	a := &api.ConfigDiffAnswer{From: in.From, To: in.To, Changes: confdoc.Compare(from, to)}
+	if n, err := strconv.ParseInt(in.To, 10, 64); err == nil {
+		a.To = n
+	}
+	a.Diff = confdoc.Diff(confdoc.MaskAll(from), confdoc.MaskAll(to), fmt.Sprintf("version %d", in.From), "version "+in.To)
+	if in.To == "running" {
+		a.Diff = confdoc.Diff(confdoc.MaskAll(from), confdoc.MaskAll(to), fmt.Sprintf("version %d", in.From), "running")
+	}
+	return a, nil
+}
+
+func (s *Service) configShow(ctx context.Context, in *api.ConfigShowRequest) (*api.ConfigShowAnswer, error) {
+	rec, err := s.versions.Get(ctx, in.ID)
+	if err != nil {
+		return nil, err
+	}
+	a := &api.ConfigShowAnswer{Version: rec.ConfigVersion}
+	if in.Path == "" {
+		a.Files = make([]api.ConfigFile, len(rec.Documents))
+		for i, f := range rec.Documents {
+			a.Files[i] = api.ConfigFile{Path: f.Path, Bytes: f.Bytes, Digest: f.Digest}
+		}
+		return a, nil
+	}
+	for _, f := range rec.Documents {
+		if f.Path == in.Path {
+			c, err := s.versions.Document(ctx, f)
+			if err != nil {
+				return nil, err
+			}
+			a.Path, a.Content = f.Path, confdoc.Mask(c)
+			return a, nil
+		}
+	}
+	return nil, apierr.NotFound("version %d has no document %s", in.ID, in.Path).With("field", "path")
+}
