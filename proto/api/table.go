@@ -21,4 +21,7 @@ var Table = []Operation{
 
 	// DHCP (Document 2; not on HTTP yet).
 	LeasesList, LeasesGet, PDSync, DHCPStatus,
+	// Served networks and reservations (dhcp; Document 2).
+	NetworksList, InterfacesList, NetAdd, NetDelete, DHCPReload,
+	ReservationPutClient, ReservationPutService, ReservationDelete, ReservationsList,
 }

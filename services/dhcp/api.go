@@ -21,6 +21,15 @@ func (s *Service) Endpoints() []bus.Endpoint {
 		bus.Bind(api.DHCPStatus, s.status),
 		bus.Bind(api.DHCPConfig.Export, s.exportConfig),
 		bus.Bind(api.DHCPConfig.Import, s.importConfig),
+		bus.Bind(api.NetworksList, s.listNetworks),
+		bus.Bind(api.InterfacesList, s.listInterfaces),
+		bus.Bind(api.NetAdd, s.addNet),
+		bus.Bind(api.NetDelete, s.deleteNet),
+		bus.Bind(api.DHCPReload, s.reload),
+		bus.Bind(api.ReservationPutClient, s.putClient),
+		bus.Bind(api.ReservationPutService, s.putService),
+		bus.Bind(api.ReservationDelete, s.deleteReservation),
+		bus.Bind(api.ReservationsList, s.listReservations),
 	}
 }
 
@@ -129,8 +138,9 @@ func (s *Service) status(ctx context.Context, _ *api.None) (*api.DHCPState, erro
 		counts[string(l.Kind)+"/"+string(l.State)]++
 	}
 	c := eng.Config()
+	rc, rs := eng.ReservationCounts()
 	sizes := map[string]int{"networks": len(c.Networks), "networks6": len(c.Networks6),
-		"clients": len(c.Clients), "services": len(c.Services), "pinned": len(c.PD.Pinned)}
+		"clients": len(c.Clients) + rc, "services": len(c.Services) + rs, "pinned": len(c.PD.Pinned)}
 	c.Clients, c.Services, c.PD.Pinned = nil, nil, nil
 	return &api.DHCPState{Config: s.State(), InForce: c, Counts: sizes, Leases: counts, Events: s.events.Stats(), Listeners: eng.Listeners()}, nil
 }
