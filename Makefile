@@ -22,7 +22,7 @@ TEST_P ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 1) * 2 )))
 # Packages with tests that need a full kernel (802.1Q, QinQ, bonds): their
 # TestFullKernel* tests skip on a kernel without those and run in the VM
 # tier (deploy/vm: Debian's kernel under QEMU, the host's binaries over 9p).
-VM_PKGS := ./services/netcfg/link/
+VM_PKGS := ./services/netcfg/link/ ./services/netcfg/
 
 .PHONY: all build run test lint unit race vm e2e bench bench-dhcp deps clean openapi
 

@@ -195,6 +195,9 @@ type Origin struct {
 	Caller    string
 	By        string
 	RequestID string
+	// Action is the action name when the call came through /api?action=
+	// (a few rules differ there, e.g. ip-add's force).
+	Action string
 }
 
 // String renders "by@caller", or the caller alone.

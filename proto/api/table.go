@@ -19,6 +19,10 @@ var Table = []Operation{
 	// Static routes (Document 2).
 	RoutesList, RoutesCreate, RoutesDelete, InterfacesCount,
 
+	// VLANs, addresses, interfaces (Document 2).
+	VLANsList, VLANsCreate, VLANsDelete, VLANsDisable, VLANsEnable,
+	AddrAdd, AddrDelete, AddrOther, IfaceListOp,
+
 	// DHCP (Document 2; not on HTTP yet).
 	LeasesList, LeasesGet, PDSync, DHCPStatus,
 	// Served networks and reservations (dhcp; Document 2).

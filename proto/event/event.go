@@ -41,6 +41,15 @@ const (
 	RouteDeleted = "route.deleted"
 	RouteRestore = "route.restored"
 
+	// netcfg's links and addresses: the data is the VLAN or address.
+	VLANCreated  = "vlan.created"
+	VLANDeleted  = "vlan.deleted"
+	VLANDisabled = "vlan.disabled"
+	VLANEnabled  = "vlan.enabled"
+	LinkRestore  = "link.restored"
+	AddrAdded    = "address.added"
+	AddrDeleted  = "address.deleted"
+
 	// DHCP: the data is the lease (for DeviceUnknown, the address offered).
 	LeaseGranted  = "lease.granted"
 	LeaseRenewed  = "lease.renewed"

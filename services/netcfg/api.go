@@ -21,6 +21,15 @@ func (s *Service) Endpoints() []bus.Endpoint {
 		bus.Bind(api.InterfacesCount, s.countInterfaces),
 		bus.Bind(api.NetcfgConfig.Export, s.exportConfig),
 		bus.Bind(api.NetcfgConfig.Import, s.importConfig),
+		bus.Bind(api.VLANsList, s.vlans.List),
+		bus.Bind(api.VLANsCreate, s.vlans.Create),
+		bus.Bind(api.VLANsDelete, s.vlans.Delete),
+		bus.Bind(api.VLANsDisable, s.vlans.Disable),
+		bus.Bind(api.VLANsEnable, s.vlans.Enable),
+		bus.Bind(api.AddrAdd, s.vlans.AddAddr),
+		bus.Bind(api.AddrDelete, s.vlans.DeleteAddr),
+		bus.Bind(api.AddrOther, s.vlans.OtherMethod),
+		bus.Bind(api.IfaceListOp, s.vlans.Interfaces),
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 
 	"routerd.dev/proto/event"
 	"routerd.dev/services/netcfg/route"
+	"routerd.dev/services/netcfg/vlan"
 	"routerd.dev/shared/bus"
 	"routerd.dev/shared/netns"
 	"routerd.dev/shared/store"
@@ -43,7 +44,9 @@ type Service struct {
 	// routes is built once so the bus handlers can use it; it writes
 	// through the fenced store of the term in progress.
 	routes *route.Table
-	pub    *bus.Publisher
+	// vlans holds the VLANs and addresses, writing like routes.
+	vlans *vlan.Book
+	pub   *bus.Publisher
 }
 
 // New builds the service with a netlink handle in the target namespace.
@@ -56,7 +59,7 @@ func New(d Deps) (*Service, error) {
 		return nil, err
 	}
 	st := store.New(d.KV, Name)
-	return &Service{deps: d, nl: nl, st: st, routes: route.NewTable(st, nl, d.Now), pub: bus.NewPublisher(d.NC, Name, d.Log)}, nil
+	return &Service{deps: d, nl: nl, st: st, routes: route.NewTable(st, nl, d.Now), vlans: vlan.NewBook(st, nl, d.Now), pub: bus.NewPublisher(d.NC, Name, d.Log)}, nil
 }
 
 // Run serves while it holds the host lock, standing by while another
@@ -71,7 +74,24 @@ func (s *Service) Run(ctx context.Context) error {
 // the moment the lock lapses). Every etcd write of the term is fenced by
 // lock.
 func (s *Service) serve(ctx context.Context, lock *store.Lock) error {
-	s.routes.Use(s.st.Fenced(lock))
+	fenced := s.st.Fenced(lock)
+	s.routes.Use(fenced)
+	s.vlans.Use(fenced)
+	// Links and addresses first: routes may go out through them.
+	changes, problems, err := s.vlans.Reconcile(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("netcfg: reconciling links: %w", err)
+	}
+	for _, p := range problems {
+		s.deps.Log.Warn("link or address not reconciled", "problem", p)
+	}
+	if len(changes) > 0 || len(problems) > 0 {
+		s.deps.Log.Info("links and addresses reconciled with the store", "changes", changes)
+		s.pub.Publish(event.LinkRestore, nil, map[string]any{"changes": changes, "problems": problems})
+	}
 	res, err := s.routes.Reconcile(ctx)
 	if err != nil {
 		if ctx.Err() != nil {

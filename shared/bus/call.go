@@ -169,7 +169,7 @@ func Invoke[Req, Resp any](ctx context.Context, nc *nats.Conn, op api.Op[Req, Re
 	if m.Read {
 		method = http.MethodGet
 	}
-	rep, err := CallOp(ctx, nc, m, &pb.Request{Method: method, Args: args, Caller: o.Caller, By: o.By, RequestID: o.RequestID})
+	rep, err := CallOp(ctx, nc, m, &pb.Request{Method: method, Args: args, Caller: o.Caller, By: o.By, RequestID: o.RequestID, Action: o.Action})
 	if err != nil {
 		return nil, err
 	}

@@ -87,6 +87,12 @@ func Serve(nc *nats.Conn, cfg ServiceConfig) (micro.Service, error) {
 			}
 		}
 	}
+	// The server has every subscription once Flush returns: a caller that
+	// sees one endpoint answer finds all of them.
+	if err := nc.Flush(); err != nil {
+		_ = svc.Stop()
+		return nil, fmt.Errorf("bus: declaring %s: %w", cfg.Name, err)
+	}
 	return svc, nil
 }
 
@@ -125,7 +131,7 @@ func (w *worker) handle(r micro.Request, ep Endpoint) {
 	}
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
-	ctx = api.WithOrigin(ctx, api.Origin{Caller: req.Caller, By: req.By, RequestID: req.RequestID})
+	ctx = api.WithOrigin(ctx, api.Origin{Caller: req.Caller, By: req.By, RequestID: req.RequestID, Action: req.Action})
 	ctx = context.WithValue(ctx, publisherKey{}, w.pub)
 	status, body, err := safeCall(ctx, ep.Handler, &req)
 	w.respond(r, ep.Subject, &req, status, body, err)

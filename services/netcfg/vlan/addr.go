@@ -1,0 +1,154 @@
+package vlan
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"sort"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+
+	"routerd.dev/shared/apierr"
+)
+
+// correct parses a CIDR address for an interface. A network address (all
+// host bits zero, where the prefix has host bits) is corrected to the
+// first host: the spec's rule, so an operator who types the subnet gets
+// the gateway address. note says what was changed, "" when nothing was.
+func correct(field, s string) (p netip.Prefix, note string, err error) {
+	p, perr := netip.ParsePrefix(s)
+	if perr != nil {
+		if _, aerr := netip.ParseAddr(s); aerr == nil {
+			return p, "", apierr.Invalid(field, "%s %q needs a prefix length (address/len)", field, s)
+		}
+		return p, "", apierr.Invalid(field, "invalid %s %q: want address/prefix-length", field, s)
+	}
+	if p.Addr().Zone() != "" {
+		return p, "", apierr.Invalid(field, "invalid %s %q", field, s)
+	}
+	p = netip.PrefixFrom(p.Addr().Unmap(), p.Bits())
+	bits := p.Addr().BitLen()
+	if p.Bits() < bits-1 && p.Masked().Addr() == p.Addr() {
+		first := p.Addr().Next()
+		c := netip.PrefixFrom(first, p.Bits())
+		return c, fmt.Sprintf("%s is the network address; assigned the first host %s", p, c), nil
+	}
+	if a := p.Addr(); a.IsMulticast() || a.IsUnspecified() || a.IsLoopback() {
+		return p, "", apierr.Invalid(field, "%s %s cannot be an interface address", field, p)
+	}
+	return p, "", nil
+}
+
+// liveAddrs lists the global addresses of every link by link name.
+func liveAddrs(nl *netlink.Handle) (map[string][]netip.Prefix, error) {
+	links, err := nl.LinkList()
+	if err != nil {
+		return nil, fmt.Errorf("listing links: %w", err)
+	}
+	out := map[string][]netip.Prefix{}
+	for _, l := range links {
+		as, err := nl.AddrList(l, netlink.FAMILY_ALL)
+		if err != nil {
+			return nil, fmt.Errorf("listing addresses of %s: %w", l.Attrs().Name, err)
+		}
+		for _, a := range as {
+			if p, ok := prefixOf(a); ok {
+				out[l.Attrs().Name] = append(out[l.Attrs().Name], p)
+			}
+		}
+	}
+	return out, nil
+}
+
+// prefixOf is a kernel address as a prefix, false for the link-local and
+// loopback addresses the kernel manages itself.
+func prefixOf(a netlink.Addr) (netip.Prefix, bool) {
+	if a.IPNet == nil {
+		return netip.Prefix{}, false
+	}
+	ip, ok := netip.AddrFromSlice(a.IP)
+	if !ok {
+		return netip.Prefix{}, false
+	}
+	ip = ip.Unmap()
+	if ip.IsLinkLocalUnicast() || ip.IsLoopback() {
+		return netip.Prefix{}, false
+	}
+	ones, _ := a.Mask.Size()
+	return netip.PrefixFrom(ip, ones), true
+}
+
+func toAddr(p netip.Prefix) *netlink.Addr {
+	return &netlink.Addr{IPNet: &net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}}
+}
+
+// syncAddrs makes the global addresses of an interface netcfg owns exactly
+// want: adds what is missing, removes what is not wanted. On a link netcfg
+// did not create, only adds (owned=false): the operator's addresses there
+// are theirs.
+func syncAddrs(nl *netlink.Handle, name string, want []netip.Prefix, owned bool) (added, removed []string, err error) {
+	l, err := nl.LinkByName(name)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", name, err)
+	}
+	as, err := nl.AddrList(l, netlink.FAMILY_ALL)
+	if err != nil {
+		return nil, nil, fmt.Errorf("listing addresses of %s: %w", name, err)
+	}
+	have := map[netip.Prefix]bool{}
+	for _, a := range as {
+		if p, ok := prefixOf(a); ok {
+			have[p] = true
+		}
+	}
+	wanted := map[netip.Prefix]bool{}
+	for _, p := range want {
+		wanted[p] = true
+		if !have[p] {
+			if err := nl.AddrAdd(l, toAddr(p)); err != nil && err != unix.EEXIST {
+				return added, removed, fmt.Errorf("add %s to %s: %w", p, name, err)
+			}
+			added = append(added, p.String())
+		}
+	}
+	if owned {
+		for p := range have {
+			if !wanted[p] {
+				if err := nl.AddrDel(l, toAddr(p)); err != nil {
+					return added, removed, fmt.Errorf("remove %s from %s: %w", p, name, err)
+				}
+				removed = append(removed, p.String())
+			}
+		}
+	}
+	sort.Strings(added)
+	sort.Strings(removed)
+	return added, removed, nil
+}
+
+func split(ps []netip.Prefix) (v4, v6 []string) {
+	v4, v6 = []string{}, []string{}
+	for _, p := range ps {
+		if p.Addr().Is4() {
+			v4 = append(v4, p.String())
+		} else {
+			v6 = append(v6, p.String())
+		}
+	}
+	sort.Strings(v4)
+	sort.Strings(v6)
+	return v4, v6
+}
+
+func parseAll(ss ...[]string) []netip.Prefix {
+	var out []netip.Prefix
+	for _, list := range ss {
+		for _, s := range list {
+			if p, err := netip.ParsePrefix(s); err == nil {
+				out = append(out, p)
+			}
+		}
+	}
+	return out
+}

@@ -1,0 +1,631 @@
+// Package vlan keeps the router's VLANs (802.1Q VLANs, 802.1ad S-VLANs and
+// C-VLANs inside them) and interface addresses: validated, stored in etcd
+// first, then applied to the kernel of the target namespace (package link
+// for the links, netlink for the addresses), a failed apply taking the
+// stored change out again. Reconcile brings the kernel to what is stored at
+// start, both ways, touching only links netcfg created.
+package vlan
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/vishvananda/netlink"
+
+	"routerd.dev/proto/api"
+	"routerd.dev/proto/event"
+	"routerd.dev/services/netcfg/link"
+	"routerd.dev/shared/apierr"
+	"routerd.dev/shared/store"
+)
+
+// TimeLayout is how timestamps are written in answers.
+const TimeLayout = "2006-01-02 15:04:05"
+
+// Record is a VLAN as stored under /router/netcfg/vlans/<name>.
+type Record struct {
+	Name       string   `json:"name"`
+	Parent     string   `json:"parent"`
+	VLANID     int      `json:"vlan_id"`
+	Protocol   string   `json:"protocol"`
+	IPs        []string `json:"ips"`
+	IPs6       []string `json:"ips6"`
+	Label      string   `json:"label"`
+	Added      string   `json:"added"`
+	Enabled    bool     `json:"enabled"`
+	DisabledAt string   `json:"disabled_at,omitempty"`
+	Reason     string   `json:"reason,omitempty"`
+}
+
+// PortAddr is an address on an interface netcfg did not create (a port
+// or bond), stored under /router/netcfg/addresses/<iface>/<address>.
+type PortAddr struct {
+	Iface string `json:"iface"`
+	CIDR  string `json:"cidr"`
+	Added string `json:"added"`
+}
+
+func (r Record) link() link.VLAN {
+	return link.VLAN{Name: r.Name, Parent: r.Parent, ID: r.VLANID, Protocol: r.Protocol, Up: r.Enabled}
+}
+
+func (r Record) addrs() []netip.Prefix { return parseAll(r.IPs, r.IPs6) }
+
+// Book is netcfg's VLANs and addresses in one namespace: the one writer of
+// both (mu), so a check and the change it allows are never interleaved.
+type Book struct {
+	mu    sync.Mutex
+	st    *store.Store
+	nl    *netlink.Handle
+	links *link.Manager
+	now   func() time.Time
+}
+
+// NewBook manages VLANs through nl, storing in st.
+func NewBook(st *store.Store, nl *netlink.Handle, now func() time.Time) *Book {
+	if now == nil {
+		now = time.Now
+	}
+	return &Book{st: st, nl: nl, links: link.New(nl), now: now}
+}
+
+// Use makes later writes go through st (the store fenced by the lock of
+// the term in progress).
+func (b *Book) Use(st *store.Store) {
+	b.mu.Lock()
+	b.st = st
+	b.mu.Unlock()
+}
+
+func (b *Book) key(name string) string { return b.st.Key("vlans", name) }
+
+func (b *Book) addrKey(iface string, p netip.Prefix) string {
+	return b.st.Key("addresses", iface, strings.ReplaceAll(p.String(), "/", "_"))
+}
+
+func (b *Book) records(ctx context.Context) (map[string]Record, error) {
+	items, err := store.List[Record](ctx, b.st, b.st.Key("vlans")+"/")
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]Record, len(items))
+	for _, it := range items {
+		out[it.Value.Name] = it.Value
+	}
+	return out, nil
+}
+
+func (b *Book) portAddrs(ctx context.Context) ([]PortAddr, error) {
+	items, err := store.List[PortAddr](ctx, b.st, b.st.Key("addresses")+"/")
+	if err != nil {
+		return nil, err
+	}
+	out := make([]PortAddr, len(items))
+	for i, it := range items {
+		out[i] = it.Value
+	}
+	return out, nil
+}
+
+func desired(recs map[string]Record) []link.VLAN {
+	out := make([]link.VLAN, 0, len(recs))
+	for _, r := range recs {
+		out = append(out, r.link())
+	}
+	return out
+}
+
+// kernelErr is the 500 of a change the kernel refused, with its words.
+func kernelErr(err error, format string, a ...any) error {
+	if errors.Is(err, link.ErrUnsupported) {
+		return apierr.Internal(err.Error(), format+": this kernel has no 802.1Q/802.1ad VLAN support (module 8021q); on a development machine try the lab in the VM: make run-vm", a...)
+	}
+	return apierr.Internal(err.Error(), format, a...)
+}
+
+// List answers GET /vlans: stored records with their live state.
+func (b *Book) List(ctx context.Context, _ *api.None) (*api.VLANList, error) {
+	recs, err := b.records(ctx)
+	if err != nil {
+		return nil, err
+	}
+	live, err := liveAddrs(b.nl)
+	if err != nil {
+		return nil, err
+	}
+	out := &api.VLANList{VLANs: make([]api.VLAN, 0, len(recs))}
+	for _, r := range recs {
+		v := api.VLAN{Name: r.Name, Parent: r.Parent, VLANID: r.VLANID, Protocol: r.Protocol, IPs: nonNil(r.IPs), IPs6: nonNil(r.IPs6),
+			Label: r.Label, Added: r.Added, Enabled: r.Enabled, DisabledAt: r.DisabledAt, Reason: r.Reason, Status: "NOT CREATED"}
+		if l, err := b.nl.LinkByName(r.Name); err == nil {
+			v.Live, v.Status = true, linkState(l)
+		}
+		if !r.Enabled {
+			v.Status = "DISABLED"
+		}
+		v.LiveIPs, v.LiveIPs6 = split(live[r.Name])
+		out.VLANs = append(out.VLANs, v)
+	}
+	sort.Slice(out.VLANs, func(i, j int) bool { return out.VLANs[i].Name < out.VLANs[j].Name })
+	out.Count = len(out.VLANs)
+	return out, nil
+}
+
+// linkState is UP for a link that is up with carrier (a VLAN's operational
+// state can read "unknown" while its lower link is up), DOWN for one set
+// down, otherwise the kernel's operational state.
+func linkState(l netlink.Link) string {
+	a := l.Attrs()
+	switch {
+	case a.Flags&1 == 0:
+		return "DOWN"
+	case a.OperState == netlink.OperUp, a.OperState == netlink.OperUnknown && a.RawFlags&lowerUp != 0:
+		return "UP"
+	}
+	return strings.ToUpper(a.OperState.String())
+}
+
+// lowerUp is IFF_LOWER_UP: the link has carrier.
+const lowerUp = 0x10000
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+// conflict finds an address on another interface whose subnet overlaps p:
+// live in the kernel or stored (a disabled VLAN's addresses count).
+func (b *Book) conflict(ctx context.Context, iface string, p netip.Prefix, recs map[string]Record) (string, error) {
+	live, err := liveAddrs(b.nl)
+	if err != nil {
+		return "", err
+	}
+	for _, r := range recs {
+		live[r.Name] = append(live[r.Name], r.addrs()...)
+	}
+	ports, err := b.portAddrs(ctx)
+	if err != nil {
+		return "", err
+	}
+	for _, a := range ports {
+		live[a.Iface] = append(live[a.Iface], parseAll([]string{a.CIDR})...)
+	}
+	names := make([]string, 0, len(live))
+	for n := range live {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		if n == iface {
+			continue
+		}
+		for _, q := range live[n] {
+			if q.Overlaps(p) {
+				return fmt.Sprintf("%s on %s", q, n), nil
+			}
+		}
+	}
+	return "", nil
+}
+
+// Create answers POST /vlans.
+func (b *Book) Create(ctx context.Context, in *api.VLANAdd) (*api.VLANAddAnswer, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	recs, err := b.records(ctx)
+	if err != nil {
+		return nil, err
+	}
+	name := link.Name(in.Parent, in.VLANID, in.Protocol)
+	if parent, ok := recs[in.Parent]; ok {
+		if parent.Protocol != link.Dot1AD || in.Protocol != link.Dot1Q {
+			return nil, apierr.Invalid("parent", "a VLAN on %s must be an 802.1Q C-VLAN inside an 802.1ad S-VLAN; %s is %s", in.Parent, in.Parent, parent.Protocol)
+		}
+	} else if _, err := b.nl.LinkByName(in.Parent); err != nil {
+		return nil, apierr.NotFound("parent %s not found (an existing port, bond or S-VLAN)", in.Parent).With("field", "parent")
+	}
+	if _, ok := recs[name]; ok {
+		return nil, apierr.Conflict("VLAN %s exists", name).With("name", name)
+	}
+	for _, r := range recs {
+		if r.Parent == in.Parent && r.VLANID == in.VLANID {
+			return nil, apierr.Conflict("tag %d is already used on %s by %s", in.VLANID, in.Parent, r.Name).With("conflict", r.Name)
+		}
+	}
+	if _, err := b.nl.LinkByName(name); err == nil {
+		return nil, apierr.Conflict("an interface named %s exists and is not managed by the router; it is left alone", name).With("conflict", name)
+	}
+	rec := Record{Name: name, Parent: in.Parent, VLANID: in.VLANID, Protocol: in.Protocol, Label: in.Label,
+		Added: b.now().Format(TimeLayout), Enabled: true, IPs: []string{}, IPs6: []string{}}
+	a := &api.VLANAddAnswer{Name: name, Parent: in.Parent, VLANID: in.VLANID, Protocol: in.Protocol}
+	var notes []string
+	for _, f := range []struct {
+		field, value string
+		v6           bool
+	}{{"ip", in.IP, false}, {"ipv6", in.IPv6, true}} {
+		if f.value == "" {
+			continue
+		}
+		p, note, err := correct(f.field, f.value)
+		if err != nil {
+			return nil, err
+		}
+		if p.Addr().Is6() != f.v6 {
+			return nil, apierr.Invalid(f.field, "%s must be an IPv%s address", f.field, map[bool]string{false: "4", true: "6"}[f.v6])
+		}
+		if note != "" {
+			notes = append(notes, note)
+		}
+		if c, err := b.conflict(ctx, name, p, recs); err != nil {
+			return nil, err
+		} else if c != "" && !in.Force {
+			return nil, apierr.Conflict("%s overlaps %s; pass force to add it anyway", p, c).With("conflict", c).With("field", f.field)
+		}
+		if f.v6 {
+			rec.IPs6, a.IPv6 = append(rec.IPs6, p.String()), p.String()
+		} else {
+			rec.IPs, a.IP = append(rec.IPs, p.String()), p.String()
+		}
+	}
+	// Stored first: a crash between the two leaves an intent that the next
+	// start applies, never a link nobody knows of.
+	if _, err := b.st.Txn().IfAbsent(b.key(name)).Put(b.key(name), rec).Commit(ctx); err != nil {
+		if errors.Is(err, store.ErrConflict) {
+			return nil, apierr.Conflict("VLAN %s exists", name)
+		}
+		return nil, err
+	}
+	recs[name] = rec
+	if err := b.apply(recs, name); err != nil {
+		delete(recs, name)
+		_, _ = b.st.Txn().Delete(b.key(name)).Commit(context.WithoutCancel(ctx))
+		_ = b.applyLinks(recs)
+		return nil, kernelErr(err, "the kernel refused VLAN %s: %v", name, err)
+	}
+	a.Message = "VLAN " + name + " created"
+	if len(notes) > 0 {
+		a.Note = strings.Join(notes, "; ")
+	}
+	if in.Serve == nil || *in.Serve {
+		// The dhcp service does not offer these operations yet (the
+		// served-networks issue); each step says so, and the VLAN stays.
+		retry := "the dhcp service cannot serve networks over the bus yet"
+		a.Served = &api.Served{
+			Net:  map[string]any{"error": retry, "retry": "POST /net {iface: " + name + "}"},
+			Net6: map[string]any{"error": retry, "retry": "POST /net6 {iface: " + name + "}"},
+			PD:   map[string]any{"error": retry, "retry": "POST /pd {iface: " + name + "}"},
+		}
+		a.Warning = "VLAN " + name + " is not fully served: see served"
+	} else {
+		a.Note = strings.TrimPrefix(a.Note+"; serve off: serve it later with POST /net, POST /net6 and POST /pd", "; ")
+	}
+	return a, nil
+}
+
+// apply brings the links to recs, then the addresses of one VLAN.
+func (b *Book) apply(recs map[string]Record, name string) error {
+	if err := b.applyLinks(recs); err != nil {
+		return err
+	}
+	r := recs[name]
+	_, _, err := syncAddrs(b.nl, name, r.addrs(), true)
+	return err
+}
+
+func (b *Book) applyLinks(recs map[string]Record) error {
+	_, err := b.links.Apply(desired(recs))
+	return err
+}
+
+func (b *Book) get(ctx context.Context, name string) (Record, int64, error) {
+	r, rev, err := store.Get[Record](ctx, b.st, b.key(name))
+	if errors.Is(err, store.ErrNotFound) {
+		return r, 0, apierr.NotFound("%s is not a managed VLAN", name).With("field", "name")
+	}
+	return r, rev, err
+}
+
+// Delete answers DELETE /vlans.
+func (b *Book) Delete(ctx context.Context, in *api.VLANRef) (*api.VLANDeleteAnswer, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	r, rev, err := b.get(ctx, in.Name)
+	if err != nil {
+		return nil, err
+	}
+	recs, err := b.records(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, o := range recs {
+		if o.Parent == r.Name {
+			return nil, apierr.Conflict("%s is the parent of %s", r.Name, o.Name).With("fix", "delete "+o.Name+" first")
+		}
+	}
+	if _, err := b.st.Txn().IfRevision(b.key(r.Name), rev).Delete(b.key(r.Name)).Commit(ctx); err != nil {
+		if errors.Is(err, store.ErrConflict) {
+			return nil, apierr.Conflict("%s changed while being deleted; try again", r.Name)
+		}
+		return nil, err
+	}
+	delete(recs, r.Name)
+	if err := b.applyLinks(recs); err != nil {
+		// Put the record back: the link is still there.
+		_, _ = b.st.Txn().Put(b.key(r.Name), r).Commit(context.WithoutCancel(ctx))
+		return nil, kernelErr(err, "the kernel refused to remove %s: %v", r.Name, err)
+	}
+	return &api.VLANDeleteAnswer{Result: api.Result{Message: "VLAN " + r.Name + " deleted"}, Name: r.Name,
+		RemovedSubnets: []string{}, RemovedRoutes: []string{}, RemovedForwards: []string{},
+		Kept: map[string]any{"rrd": nil}}, nil
+}
+
+// Disable answers POST /vlans/disable.
+func (b *Book) Disable(ctx context.Context, in *api.VLANRef) (*api.VLANDisableAnswer, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	r, rev, err := b.get(ctx, in.Name)
+	if err != nil {
+		return nil, err
+	}
+	if !r.Enabled {
+		return nil, apierr.Conflict("%s is already disabled (since %s)", r.Name, r.DisabledAt)
+	}
+	recs, err := b.records(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, o := range recs {
+		if o.Parent == r.Name && o.Enabled {
+			return nil, apierr.Conflict("%s has the enabled VLAN %s on top; disable it first", r.Name, o.Name).With("fix", "disable "+o.Name+" first")
+		}
+	}
+	old := r
+	r.Enabled, r.DisabledAt, r.Reason = false, b.now().Format(TimeLayout), in.Reason
+	if err := b.change(ctx, recs, old, r, rev); err != nil {
+		return nil, err
+	}
+	return &api.VLANDisableAnswer{Result: api.Result{Message: "VLAN " + r.Name + " disabled"}, Name: r.Name,
+		DisabledAt: r.DisabledAt, Reason: r.Reason, TookOffline: []string{"link"},
+		Kept: "addresses, subnets, delegation range, NAT pool, forwards, routes and client reservations are kept", ForwardsStillActive: []string{}}, nil
+}
+
+// Enable answers POST /vlans/enable.
+func (b *Book) Enable(ctx context.Context, in *api.VLANRef) (*api.VLANEnableAnswer, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	r, rev, err := b.get(ctx, in.Name)
+	if err != nil {
+		return nil, err
+	}
+	if r.Enabled {
+		return nil, apierr.Conflict("%s is already enabled", r.Name)
+	}
+	recs, err := b.records(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if p, ok := recs[r.Parent]; ok && !p.Enabled {
+		return nil, apierr.Conflict("the parent %s is disabled; enable it first", r.Parent).With("fix", "enable "+r.Parent+" first")
+	}
+	old := r
+	r.Enabled, r.DisabledAt, r.Reason = true, "", ""
+	if err := b.change(ctx, recs, old, r, rev); err != nil {
+		return nil, err
+	}
+	restored := append([]string{"link"}, append(append([]string{}, r.IPs...), r.IPs6...)...)
+	return &api.VLANEnableAnswer{Result: api.Result{Message: "VLAN " + r.Name + " enabled"}, Name: r.Name, Enabled: true,
+		Restored: restored, ForwardsActive: []string{}, WasDisabledAt: old.DisabledAt, WasDisabledReason: old.Reason}, nil
+}
+
+// change stores r over old (at rev) and applies it; a refused apply puts
+// old back.
+func (b *Book) change(ctx context.Context, recs map[string]Record, old, r Record, rev int64) error {
+	if _, err := b.st.Txn().IfRevision(b.key(r.Name), rev).Put(b.key(r.Name), r).Commit(ctx); err != nil {
+		if errors.Is(err, store.ErrConflict) {
+			return apierr.Conflict("%s changed meanwhile; try again", r.Name)
+		}
+		return err
+	}
+	recs[r.Name] = r
+	if err := b.apply(recs, r.Name); err != nil {
+		recs[r.Name] = old
+		_, _ = b.st.Txn().Put(b.key(r.Name), old).Commit(context.WithoutCancel(ctx))
+		_ = b.apply(recs, r.Name)
+		return kernelErr(err, "the kernel refused the change of %s: %v", r.Name, err)
+	}
+	return nil
+}
+
+// Reconcile brings the kernel to the store at start: the links netcfg owns
+// (created, recreated, removed) and the addresses of the stored VLANs and
+// ports. It reports what it changed; problems with one VLAN do not stop
+// the others.
+func (b *Book) Reconcile(ctx context.Context) (changes []string, problems []string, err error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	recs, err := b.records(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	lc, err := b.links.Apply(desired(recs))
+	for _, c := range lc {
+		changes = append(changes, c.Op+" "+c.Name)
+	}
+	if err != nil {
+		problems = append(problems, err.Error())
+	}
+	for _, r := range recs {
+		added, removed, err := syncAddrs(b.nl, r.Name, r.addrs(), true)
+		if err != nil {
+			problems = append(problems, err.Error())
+		}
+		for _, a := range added {
+			changes = append(changes, "address add "+a+" dev "+r.Name)
+		}
+		for _, a := range removed {
+			changes = append(changes, "address del "+a+" dev "+r.Name)
+		}
+	}
+	ports, err := b.portAddrs(ctx)
+	if err != nil {
+		return changes, problems, err
+	}
+	byIface := map[string][]netip.Prefix{}
+	for _, a := range ports {
+		byIface[a.Iface] = append(byIface[a.Iface], parseAll([]string{a.CIDR})...)
+	}
+	for iface, want := range byIface {
+		added, _, err := syncAddrs(b.nl, iface, want, false)
+		if err != nil {
+			problems = append(problems, err.Error())
+		}
+		for _, a := range added {
+			changes = append(changes, "address add "+a+" dev "+iface)
+		}
+	}
+	sort.Strings(changes)
+	return changes, problems, nil
+}
+
+// AddAddr answers POST /ip.
+func (b *Book) AddAddr(ctx context.Context, in *api.AddrChange) (*api.AddrAnswer, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	p, note, err := correct("ip", in.IP)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := b.nl.LinkByName(in.Iface); err != nil {
+		return nil, apierr.NotFound("interface %s not found", in.Iface).With("field", "iface")
+	}
+	recs, err := b.records(ctx)
+	if err != nil {
+		return nil, err
+	}
+	force := in.Force && api.OriginOf(ctx).Action != "" // no override over REST
+	if c, err := b.conflict(ctx, in.Iface, p, recs); err != nil {
+		return nil, err
+	} else if c != "" && !force {
+		return nil, apierr.Conflict("the subnet of %s is already on another interface: %s", p, c).With("conflict", c)
+	}
+	a := &api.AddrAnswer{Persisted: true}
+	if note != "" {
+		a.Requested, a.Assigned, a.Note = in.IP, p.String(), note
+	}
+	a.SetEvent(event.AddrAdded, in.Iface, p.String())
+	if r, ok := recs[in.Iface]; ok {
+		for _, x := range r.addrs() {
+			if x == p {
+				return nil, apierr.Conflict("%s is already on %s", p, in.Iface)
+			}
+		}
+		_, rev, err := b.get(ctx, r.Name)
+		if err != nil {
+			return nil, err
+		}
+		old := r
+		if p.Addr().Is4() {
+			r.IPs = append(append([]string{}, r.IPs...), p.String())
+		} else {
+			r.IPs6 = append(append([]string{}, r.IPs6...), p.String())
+		}
+		if err := b.change(ctx, recs, old, r, rev); err != nil {
+			return nil, err
+		}
+		a.Message = fmt.Sprintf("%s added to %s", p, in.Iface)
+		return a, nil
+	}
+	key := b.addrKey(in.Iface, p)
+	pa := PortAddr{Iface: in.Iface, CIDR: p.String(), Added: b.now().Format(TimeLayout)}
+	if _, err := b.st.Txn().IfAbsent(key).Put(key, pa).Commit(ctx); err != nil {
+		if errors.Is(err, store.ErrConflict) {
+			return nil, apierr.Conflict("%s is already on %s", p, in.Iface)
+		}
+		return nil, err
+	}
+	added, _, err := syncAddrs(b.nl, in.Iface, []netip.Prefix{p}, false)
+	if err != nil {
+		_, _ = b.st.Txn().Delete(key).Commit(context.WithoutCancel(ctx))
+		return nil, kernelErr(err, "the kernel refused %s on %s: %v", p, in.Iface, err)
+	}
+	a.Message = fmt.Sprintf("%s added to %s", p, in.Iface)
+	if len(added) == 0 {
+		a.Message = fmt.Sprintf("%s was already live on %s: persisted", p, in.Iface)
+	}
+	return a, nil
+}
+
+// DeleteAddr answers DELETE /ip.
+func (b *Book) DeleteAddr(ctx context.Context, in *api.AddrChange) (*api.AddrAnswer, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	p, err := netip.ParsePrefix(in.IP)
+	if err != nil {
+		return nil, apierr.Invalid("ip", "invalid ip %q: want the address as assigned, in CIDR", in.IP)
+	}
+	p = netip.PrefixFrom(p.Addr().Unmap(), p.Bits())
+	l, err := b.nl.LinkByName(in.Iface)
+	if err != nil {
+		return nil, apierr.NotFound("interface %s not found", in.Iface).With("field", "iface")
+	}
+	recs, err := b.records(ctx)
+	if err != nil {
+		return nil, err
+	}
+	a := &api.AddrAnswer{Persisted: true, Result: api.Result{Message: fmt.Sprintf("%s removed from %s", p, in.Iface)}}
+	a.SetEvent(event.AddrDeleted, in.Iface, p.String())
+	if r, ok := recs[in.Iface]; ok {
+		_, rev, err := b.get(ctx, r.Name)
+		if err != nil {
+			return nil, err
+		}
+		old := r
+		r.IPs, r.IPs6 = without(r.IPs, p), without(r.IPs6, p)
+		if len(r.IPs) == len(old.IPs) && len(r.IPs6) == len(old.IPs6) {
+			return nil, apierr.NotFound("%s is not an address of %s", p, in.Iface).With("field", "ip")
+		}
+		if err := b.change(ctx, recs, old, r, rev); err != nil {
+			return nil, err
+		}
+		return a, nil
+	}
+	key := b.addrKey(in.Iface, p)
+	pa, rev, err := store.Get[PortAddr](ctx, b.st, key)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, apierr.NotFound("%s is not an address the router configured on %s", p, in.Iface).With("field", "ip")
+	} else if err != nil {
+		return nil, err
+	}
+	if _, err := b.st.Txn().IfRevision(key, rev).Delete(key).Commit(ctx); err != nil {
+		return nil, err
+	}
+	if err := b.nl.AddrDel(l, toAddr(p)); err != nil && !strings.Contains(err.Error(), "cannot assign") {
+		_, _ = b.st.Txn().Put(key, pa).Commit(context.WithoutCancel(ctx))
+		return nil, kernelErr(err, "the kernel refused to remove %s from %s: %v", p, in.Iface, err)
+	}
+	return a, nil
+}
+
+func without(list []string, p netip.Prefix) []string {
+	out := []string{}
+	for _, s := range list {
+		if q, err := netip.ParsePrefix(s); err == nil && q == p {
+			continue
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// OtherMethod answers the methods /ip does not take.
+func (b *Book) OtherMethod(ctx context.Context, _ *api.None) (*api.Result, error) {
+	return nil, apierr.BadRequest("/ip takes POST (add an address) or DELETE (remove one)")
+}
