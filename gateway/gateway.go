@@ -210,13 +210,24 @@ func (g *Gateway) actionHandler(w http.ResponseWriter, r *http.Request) {
 func (g *Gateway) envelope(r *http.Request) *pb.Request {
 	q := r.URL.Query()
 	q.Del("api_key")
-	return &pb.Request{
+	req := &pb.Request{
 		Method:    r.Method,
 		Path:      r.URL.Path,
 		Query:     q,
 		Caller:    r.Context().Value(callerKey{}).(string),
 		RequestID: newRequestID(),
 	}
+	// Document 3's OLT choice may come in X-OLT-* headers (credentials
+	// never in a URL); no other header travels to the services.
+	for k, v := range r.Header {
+		if strings.HasPrefix(k, "X-Olt-") && len(v) > 0 {
+			if req.Headers == nil {
+				req.Headers = map[string]string{}
+			}
+			req.Headers[k] = v[0]
+		}
+	}
+	return req
 }
 
 // byPattern is the spec's rule for `by`: letters, digits, _ . @ -, at most 64.

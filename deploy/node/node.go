@@ -21,6 +21,7 @@ import (
 	"routerd.dev/gateway"
 	"routerd.dev/services/dhcp"
 	"routerd.dev/services/netcfg"
+	"routerd.dev/services/olt"
 	"routerd.dev/services/subscribers"
 	"routerd.dev/services/system"
 	"routerd.dev/shared/bus"
@@ -74,7 +75,7 @@ func Run(ctx context.Context, cfg config.Config, opt Options) error {
 	}
 
 	var kv *clientv3.Client
-	if cfg.Runs(subscribers.Name) || cfg.Runs(netcfg.Name) || cfg.Runs(dhcp.Name) || cfg.Runs(system.Name) {
+	if cfg.Runs(subscribers.Name) || cfg.Runs(netcfg.Name) || cfg.Runs(dhcp.Name) || cfg.Runs(olt.Name) || cfg.Runs(system.Name) {
 		if len(cfg.EtcdEndpoints) == 0 {
 			e, err := store.StartEmbedded(ctx, store.EmbedConfig{Dir: filepath.Join(cfg.StateDir, "etcd"), ClientAddr: cfg.EtcdListen})
 			if err != nil {
@@ -132,6 +133,10 @@ func Run(ctx context.Context, cfg config.Config, opt Options) error {
 			return err
 		}
 		run(dhcp.Name, svc.Run)
+	}
+	if cfg.Runs(olt.Name) {
+		svc := olt.New(olt.Deps{NC: nc, KV: kv, StateDir: cfg.StateDir, Log: log.With("service", olt.Name)})
+		run(olt.Name, svc.Run)
 	}
 	if cfg.Runs(system.Name) {
 		svc := system.New(system.Deps{NC: nc, KV: kv, StateDir: cfg.StateDir, Log: log.With("service", system.Name)})

@@ -101,3 +101,10 @@ var (
 		Summary: "Client counts for GET /status.", Read: true,
 	})
 )
+
+// PlansGet gives one plan to other services (the olt service resolves
+// ont-add's plan with it); 404 when there is none of that name.
+var PlansGet = Define[PlanRef, Plan](Meta{
+	Service: "subscribers", Name: "plans.get",
+	Summary: "One plan by name; 404 when none. Only services call it.", Read: true,
+})

@@ -14,7 +14,7 @@ var Table = []Operation{
 	DHCPConfig.Export, DHCPConfig.Import,
 
 	// Plans (Document 2).
-	PlansList, PlansPut, PlansDelete, ClientsSummary,
+	PlansList, PlansPut, PlansDelete, ClientsSummary, PlansGet,
 
 	// Static routes (Document 2).
 	RoutesList, RoutesCreate, RoutesDelete, InterfacesCount,
@@ -28,4 +28,12 @@ var Table = []Operation{
 	// Served networks and reservations (dhcp; Document 2).
 	NetworksList, InterfacesList, NetAdd, NetDelete, DHCPReload,
 	ReservationPutClient, ReservationPutService, ReservationDelete, ReservationsList,
+
+	// OLT operations and the OLT registry (olt; Document 3).
+	OLTUsageGet, OLTUnknownOp, OLTsList, OLTsAdd, OLTsSet, OLTsDelete,
+	OLTInfo, OLTAutofind, OLTONUs, OLTVLANs, OLTServicePorts, OLTProfiles, OLTConfig, OLTRunOp,
+	OLTAuditOp, OLTBoards, OLTPONPorts, OLTPortOptical, OLTCountersOp, OLTExecOp, OLTVLANAddOp,
+	OLTVLANDelOp, OLTPortVLANOp, OLTProfileAdd, OLTProfileDel, OLTONTAddOp, OLTONTDel, OLTONTReboot,
+	OLTONTDescOp, OLTONTOpticalOp, OLTNTPOp, OLTSysnameOp, OLTSave, OLTPlanSyncOp, OLTInitOp,
+	OLTONTActivate, OLTONTDeactivate, OLTONTReplanOp,
 }

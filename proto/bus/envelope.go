@@ -32,6 +32,9 @@ type Request struct {
 	RequestID string `json:"request_id"`
 	// Action is the action name when the call came through /api?action=.
 	Action string `json:"action,omitempty"`
+	// Headers are the request's X-OLT-* headers (Document 3's OLT choice),
+	// by canonical name ("X-Olt-Name"); no other header is carried.
+	Headers map[string]string `json:"headers,omitempty"`
 }
 
 // Reply is a service's answer: the HTTP status and the body the gateway

@@ -55,3 +55,18 @@ func (s *Drivers) Close() error {
 	}
 	return nil
 }
+
+// Forget closes and drops every Driver of host, so the next Get dials
+// with the configuration as it is now (a registered OLT was changed or
+// deleted). The host's write lock stays: a write in progress still holds
+// it.
+func (s *Drivers) Forget(host string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k, d := range s.drivers {
+		if d.cfg.Host == host {
+			d.Close()
+			delete(s.drivers, k)
+		}
+	}
+}

@@ -1,0 +1,5 @@
+package olt_test
+
+import "os"
+
+var osStat = os.Stat
