@@ -65,6 +65,18 @@ type Book struct {
 	nl    *netlink.Handle
 	links *link.Manager
 	now   func() time.Time
+	// Serving runs the serving steps of a new VLAN (the dhcp service's
+	// operations, asked over the bus by the service); nil reports each
+	// step as not available.
+	Serving Server
+}
+
+// Server serves a new VLAN: DHCPv4 when it has an IPv4 address, DHCPv6
+// with its pool and prefix delegation when it has an IPv6 one. Each step
+// is reported on its own; a failed step is {error, retry} and warning says
+// the VLAN is not fully served. It never undoes the VLAN.
+type Server interface {
+	Serve(ctx context.Context, name, label string, v4, v6 bool) (served *api.Served, warning string)
 }
 
 // NewBook manages VLANs through nl, storing in st.
@@ -295,15 +307,11 @@ func (b *Book) Create(ctx context.Context, in *api.VLANAdd) (*api.VLANAddAnswer,
 		a.Note = strings.Join(notes, "; ")
 	}
 	if in.Serve == nil || *in.Serve {
-		// The dhcp service does not offer these operations yet (the
-		// served-networks issue); each step says so, and the VLAN stays.
-		retry := "the dhcp service cannot serve networks over the bus yet"
-		a.Served = &api.Served{
-			Net:  map[string]any{"error": retry, "retry": "POST /net {iface: " + name + "}"},
-			Net6: map[string]any{"error": retry, "retry": "POST /net6 {iface: " + name + "}"},
-			PD:   map[string]any{"error": retry, "retry": "POST /pd {iface: " + name + "}"},
+		if b.Serving != nil {
+			a.Served, a.Warning = b.Serving.Serve(ctx, name, in.Label, a.IP != "", a.IPv6 != "")
+		} else {
+			a.Served, a.Warning = &api.Served{}, "VLAN "+name+" is not served: no dhcp service to ask"
 		}
-		a.Warning = "VLAN " + name + " is not fully served: see served"
 	} else {
 		a.Note = strings.TrimPrefix(a.Note+"; serve off: serve it later with POST /net, POST /net6 and POST /pd", "; ")
 	}
