@@ -174,6 +174,11 @@ type ReloadAnswer struct {
 	Result
 }
 
+// DHCPPath is the rest of a /dhcp/ path no operation has.
+type DHCPPath struct {
+	Path string `json:"path"`
+}
+
 // Reservations: one key per subscriber under /router/dhcp/reservations/,
 // written by the subscribers service through these operations and applied
 // by the engine one element at a time.
@@ -265,6 +270,13 @@ var (
 		Service: "dhcp", Name: "reload",
 		Summary: "Read the stored configuration and reservations again and apply them; 500 with `detail` when the engine refuses them (the configuration in force stays).",
 		REST:    []REST{{"POST", "/dhcp/reload"}}, Action: "reload",
+	})
+
+	// DHCPUnknown is any other /dhcp/ path: 404.
+	DHCPUnknown = Define[DHCPPath, None](Meta{
+		Service: "dhcp", Name: "unknown",
+		Summary: "Any other /dhcp/ path: 404.",
+		REST:    []REST{{AnyMethod, "/dhcp/{path}"}}, Read: true,
 	})
 
 	// ReservationPutClient adds or changes a MAC client's reservation.

@@ -26,7 +26,7 @@ var Table = []Operation{
 	// DHCP (Document 2; not on HTTP yet).
 	LeasesList, LeasesGet, PDSync, DHCPStatus,
 	// Served networks and reservations (dhcp; Document 2).
-	NetworksList, InterfacesList, NetAdd, NetDelete, DHCPReload,
+	NetworksList, InterfacesList, NetAdd, NetDelete, DHCPReload, DHCPUnknown,
 	ReservationPutClient, ReservationPutService, ReservationDelete, ReservationsList,
 
 	// OLT operations and the OLT registry (olt; Document 3).

@@ -26,6 +26,9 @@ func (s *Service) Endpoints() []bus.Endpoint {
 		bus.Bind(api.NetAdd, s.addNet),
 		bus.Bind(api.NetDelete, s.deleteNet),
 		bus.Bind(api.DHCPReload, s.reload),
+		bus.Bind(api.DHCPUnknown, func(context.Context, *api.DHCPPath) (*api.None, error) {
+			return nil, apierr.NotFound("no such DHCP operation")
+		}),
 		bus.Bind(api.ReservationPutClient, s.putClient),
 		bus.Bind(api.ReservationPutService, s.putService),
 		bus.Bind(api.ReservationDelete, s.deleteReservation),
