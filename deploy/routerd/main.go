@@ -89,13 +89,23 @@ func run() error {
 	if err := cfg.Validate(); err != nil && port != 0 {
 		return err
 	}
+	var labOLT *lab.OLT
+	if *labMode {
+		// A simulated OLT, registered as "lab": the OLT operations and
+		// provisioning work without hardware.
+		if labOLT, err = lab.StartOLT(ctx); err != nil {
+			return err
+		}
+		defer labOLT.Close()
+	}
 	opt := node.Options{Log: log, Ready: func(apiAddr string) {
 		if *labMode && apiAddr != "" {
 			printLabBanner(apiAddr, cfg.APIKey, lab.Topology{Prefix: *labPrefix})
+			fmt.Print(labOLT.Banner(apiAddr, cfg.APIKey))
 		}
 	}}
 	if *labMode {
-		opt.Seed = lab.Seed
+		opt.Seed = lab.SeedWith(labOLT, cfg.StateDir)
 	}
 	return node.Run(ctx, cfg, opt)
 }
