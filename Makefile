@@ -24,7 +24,7 @@ TEST_P ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 1) * 2 )))
 # tier (deploy/vm: Debian's kernel under QEMU, the host's binaries over 9p).
 VM_PKGS := ./services/netcfg/link/ ./services/netcfg/
 
-.PHONY: all build run test lint unit race vm e2e bench bench-dhcp deps clean openapi
+.PHONY: all build run run-vm test lint unit race vm e2e bench bench-dhcp deps clean openapi
 
 all: build
 
@@ -58,6 +58,10 @@ unit:
 
 race:
 	go test -count=1 -p $(TEST_P) -race -timeout 10m $(RACE_PKGS)
+
+## run-vm: the lab on a full kernel (VLANs, QinQ, bonds) in a VM, API on 127.0.0.1:8880.
+run-vm: build
+	deploy/vm/lab.sh
 
 ## vm: the full-kernel tests in a VM (needs root and QEMU; skipped with the reason otherwise).
 vm:

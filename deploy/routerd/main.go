@@ -102,6 +102,10 @@ func run() error {
 		if *labMode && apiAddr != "" {
 			printLabBanner(apiAddr, cfg.APIKey, lab.Topology{Prefix: *labPrefix})
 			fmt.Print(labOLT.Banner(apiAddr, cfg.APIKey))
+			if !(lab.Topology{Prefix: *labPrefix}).VLANs() {
+				fmt.Println("  Note: this kernel has no 802.1Q/802.1ad VLAN links: VLAN operations will answer\n" +
+					"        the kernel's refusal. `make run-vm` runs this lab in a VM with Debian's kernel.")
+			}
 		}
 	}}
 	if *labMode {

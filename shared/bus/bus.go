@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -85,14 +86,21 @@ func EnsureStream(ctx context.Context, nc *nats.Conn) error {
 	if err != nil {
 		return fmt.Errorf("bus: jetstream: %w", err)
 	}
-	_, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
-		Name:     event.Stream,
-		Subjects: []string{event.SubjectPrefix + ".>"},
-		Storage:  jetstream.FileStorage,
-		MaxAge:   7 * 24 * time.Hour,
-		MaxBytes: 256 << 20,
-		Discard:  jetstream.DiscardOld,
-	})
+	// 256 MiB where the disk allows it; a small state disk (a VM's tmpfs,
+	// an embedded board) gets a smaller stream rather than none.
+	for _, max := range []int64{256 << 20, 64 << 20, 16 << 20} {
+		_, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+			Name:     event.Stream,
+			Subjects: []string{event.SubjectPrefix + ".>"},
+			Storage:  jetstream.FileStorage,
+			MaxAge:   7 * 24 * time.Hour,
+			MaxBytes: max,
+			Discard:  jetstream.DiscardOld,
+		})
+		if err == nil || !strings.Contains(err.Error(), "insufficient storage") {
+			break
+		}
+	}
 	if err != nil {
 		return fmt.Errorf("bus: event stream: %w", err)
 	}
