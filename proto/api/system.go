@@ -211,3 +211,36 @@ var (
 		Summary: "A saved version's documents, or one document with passwords, keys, tokens and communities masked; 404 for a missing version or document. Action API only.",
 	})
 )
+
+// Backup and restore (Document 1, System).
+
+// BackupArchive documents GET /backup's answer: not JSON but a .tar.gz.
+type BackupArchive struct {
+	Archive string `json:"-" doc:"application/gzip: etc/ (the configuration documents, as config-show names them, secrets as stored, i.e. sealed) and data/ (etcd.snapshot: a consistent copy of the configuration database at one revision, through etcd's maintenance API; manifest.json: time, revision, router version, documents' digest)"`
+}
+
+// RestoreRequest is POST /restore.
+type RestoreRequest struct {
+	File string `json:"file" api:"required" doc:"path of a .tar.gz archive already on the router (GET /backup's, or an undo_file)"`
+}
+
+// RestoreAnswer answers POST /restore.
+type RestoreAnswer struct {
+	Result
+	Documents   []string `json:"documents" doc:"configuration documents brought in"`
+	UndoVersion int64    `json:"undo_version" doc:"the configuration before the restore, saved as this version"`
+	UndoFile    string   `json:"undo_file" doc:"an archive of undo_version on the router: POST /restore with it to go back"`
+}
+
+var (
+	// BackupGet is GET /backup.
+	BackupGet = Define[None, BackupArchive](Meta{
+		Service: "system", Name: "backup.get", REST: []REST{{"GET", "/backup"}}, Read: true, Timeout: 60 * time.Second,
+		Summary: "A .tar.gz (application/gzip, Content-Disposition with a timestamped file name) of etc/ (the configuration documents) and data/ (an etcd snapshot taken at one revision, and a manifest). 500 {error, detail} on failure. Today the archive travels as one bus message, so it is refused (500) past the bus's payload limit (8 MiB less headers); chunking is to come. No action form.",
+	})
+	// Restore is POST /restore.
+	Restore = Define[RestoreRequest, RestoreAnswer](Meta{
+		Service: "system", Name: "restore", REST: []REST{{"POST", "/restore"}}, Timeout: 120 * time.Second,
+		Summary: "Bring in the configuration documents of an archive on the router: the running configuration is first saved as `undo_version` (and written as `undo_file`); each owning service replaces its configuration in one etcd transaction and re-applies its kernel state. 400 when the file is missing, too large (256 MiB), not a tar.gz, or holds a path outside etc/ and data/ (nothing changes); 500 with `undo_version` and `next` when not every document could be brought in. No action form.",
+	})
+)

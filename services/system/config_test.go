@@ -86,13 +86,16 @@ func port(t *testing.T, ns *netns.NS) {
 		t.Fatal(err)
 	}
 	defer nl.Close()
-	if err := nl.LinkAdd(&netlink.Dummy{LinkAttrs: netlink.LinkAttrs{Name: "r0"}}); err != nil {
-		t.Skipf("kernel test: dummy links not available: %v", err)
+	if err := nl.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "r0"}, PeerName: "r0p"}); err != nil {
+		t.Skipf("kernel test: veth not available: %v", err)
+	}
+	for _, n := range []string{"r0", "r0p"} {
+		l, _ := nl.LinkByName(n)
+		if err := nl.LinkSetUp(l); err != nil {
+			t.Fatal(err)
+		}
 	}
 	l, _ := nl.LinkByName("r0")
-	if err := nl.LinkSetUp(l); err != nil {
-		t.Fatal(err)
-	}
 	addr, _ := netlink.ParseAddr("192.0.2.1/24")
 	if err := nl.AddrAdd(l, addr); err != nil {
 		t.Fatal(err)

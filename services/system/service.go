@@ -168,6 +168,8 @@ func (s *Service) Endpoints() []bus.Endpoint {
 			bus.Bind(api.ConfigSave, s.configSave),
 			bus.Bind(api.ConfigDiff, s.configDiff),
 			bus.Bind(api.ConfigShow, s.configShow),
+			bus.Bind(api.Restore, s.restore),
+			bus.Endpoint{Subject: api.BackupGet.Subject(), Handler: s.backup, Concurrency: 2},
 		)
 	}
 	return eps

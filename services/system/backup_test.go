@@ -1,0 +1,222 @@
+package system_test
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"routerd.dev/shared/testenv"
+)
+
+// get fetches a raw answer.
+func (r *rig) get(path string) (*http.Response, []byte) {
+	r.t.Helper()
+	req, _ := http.NewRequest("GET", r.url+path, nil)
+	req.Header.Set("X-API-Key", key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp, b
+}
+
+// entries lists an archive's files with their contents.
+func entries(t *testing.T, archive []byte) map[string][]byte {
+	t.Helper()
+	gz, err := gzip.NewReader(bytes.NewReader(archive))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := tar.NewReader(gz)
+	out := map[string][]byte{}
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return out
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(tr)
+		out[h.Name] = b
+	}
+}
+
+func routes(t *testing.T, r *rig) string {
+	return testenv.Run(t, r.ns, "ip", "route", "show", "proto", "213")
+}
+
+func names(t *testing.T, r *rig) string {
+	t.Helper()
+	st, m := r.do("GET", "/plans", nil)
+	if st != 200 {
+		t.Fatalf("plans: %d %v", st, m)
+	}
+	var out []string
+	for _, p := range m["plans"].([]any) {
+		out = append(out, p.(map[string]any)["name"].(string))
+	}
+	return strings.Join(out, ",")
+}
+
+// TestBackupRestore: plans and a route configured; GET /backup; the
+// configuration changed; POST /restore brings the archive's back, in etcd
+// and in the kernel; the undo_file brings the changed one back again.
+func TestBackupRestore(t *testing.T) {
+	r := newRig(t, true)
+	plan(t, r, "gold", 500)
+	plan(t, r, "silver", 100)
+	if st, m := r.do("POST", "/routes", map[string]any{"prefix": "10.50.0.0/16", "via": "192.0.2.254", "comment": "pop"}); st != 201 {
+		t.Fatalf("route: %d %v", st, m)
+	}
+	before := routes(t, r)
+	if !strings.Contains(before, "10.50.0.0/16 via 192.0.2.254") {
+		t.Fatalf("kernel: %s", before)
+	}
+
+	resp, archive := r.get("/backup")
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "application/gzip" ||
+		!strings.Contains(resp.Header.Get("Content-Disposition"), `filename="routerd-backup-`) {
+		t.Fatalf("backup: %d %v %s", resp.StatusCode, resp.Header, archive)
+	}
+	files := entries(t, archive)
+	if !strings.Contains(string(files["etc/plans.json"]), `"name": "silver"`) || !strings.Contains(string(files["etc/routes.json"]), "10.50.0.0/16") ||
+		len(files["data/etcd.snapshot"]) < 1000 {
+		t.Fatalf("archive holds %v", keys(files))
+	}
+	var man map[string]any
+	if err := json.Unmarshal(files["data/manifest.json"], &man); err != nil || man["revision"].(float64) < 1 || man["documents"].(float64) != 2 {
+		t.Fatalf("manifest %s", files["data/manifest.json"])
+	}
+	path := filepath.Join(t.TempDir(), "b.tar.gz")
+	os.WriteFile(path, archive, 0o600)
+
+	// Change everything.
+	r.do("DELETE", "/plans/silver", nil)
+	plan(t, r, "bronze", 10)
+	if st, m := r.do("DELETE", "/routes", map[string]any{"prefix": "10.50.0.0/16"}); st != 200 {
+		t.Fatalf("route delete: %d %v", st, m)
+	}
+	if st, m := r.do("POST", "/routes", map[string]any{"prefix": "10.60.0.0/16", "dev": "r0"}); st != 201 {
+		t.Fatalf("route: %d %v", st, m)
+	}
+	changed := routes(t, r)
+
+	st, m := r.do("POST", "/restore", map[string]any{"file": path})
+	if st != 200 || m["undo_version"].(float64) != 1 || strings.Join(strs(m["documents"]), ",") != "etc/plans.json,etc/routes.json" {
+		t.Fatalf("restore: %d %v", st, m)
+	}
+	if got := names(t, r); got != "gold,silver" {
+		t.Errorf("plans after restore: %s", got)
+	}
+	if got := routes(t, r); got != before {
+		t.Errorf("kernel routes after restore:\n%s\nwant\n%s", got, before)
+	}
+	// The undo version is the changed configuration, auto, by the caller.
+	v := r.expect(200, "GET", "config-versions", nil, nil)["versions"].([]any)[0].(map[string]any)
+	if v["id"].(float64) != 1 || v["auto"] != true {
+		t.Errorf("undo version %v", v)
+	}
+	st, m = r.do("POST", "/restore", map[string]any{"file": m["undo_file"]})
+	if st != 200 {
+		t.Fatalf("undo: %d %v", st, m)
+	}
+	if got := names(t, r); got != "bronze,gold" {
+		t.Errorf("plans after undo: %s", got)
+	}
+	if got := routes(t, r); got != changed {
+		t.Errorf("kernel routes after undo:\n%s\nwant\n%s", got, changed)
+	}
+}
+
+func keys(m map[string][]byte) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+// archiveOf builds a tar.gz of the given entries (name -> content; a name
+// ending in @link is a symlink).
+func archiveOf(t *testing.T, files map[string]string) string {
+	t.Helper()
+	var buf bytes.Buffer
+	gz := gzip.NewWriter(&buf)
+	tw := tar.NewWriter(gz)
+	for name, c := range files {
+		h := &tar.Header{Name: name, Mode: 0o600, Size: int64(len(c)), Typeflag: tar.TypeReg}
+		if strings.HasSuffix(name, "@link") {
+			h = &tar.Header{Name: strings.TrimSuffix(name, "@link"), Linkname: c, Typeflag: tar.TypeSymlink}
+		}
+		tw.WriteHeader(h)
+		if h.Typeflag == tar.TypeReg {
+			tw.Write([]byte(c))
+		}
+	}
+	tw.Close()
+	gz.Close()
+	p := filepath.Join(t.TempDir(), "a.tar.gz")
+	os.WriteFile(p, buf.Bytes(), 0o600)
+	return p
+}
+
+// TestRestoreRefused: every refusal of the archive is a 400 naming file
+// and changes nothing (no undo version is saved); a document no service
+// takes, or one its owner refuses, is a 500 with undo_version and next.
+func TestRestoreRefused(t *testing.T) {
+	r := newRig(t, false)
+	plan(t, r, "gold", 500)
+	notgz := filepath.Join(t.TempDir(), "x.tar.gz")
+	os.WriteFile(notgz, []byte("not gzip"), 0o600)
+	big := filepath.Join(t.TempDir(), "big.tar.gz")
+	f, _ := os.Create(big)
+	f.Truncate(300 << 20) // sparse
+	f.Close()
+	good := `{"plans": []}`
+	for name, file := range map[string]string{
+		"missing":  filepath.Join(t.TempDir(), "none.tar.gz"),
+		"not gz":   notgz,
+		"too big":  big,
+		"dotdot":   archiveOf(t, map[string]string{"etc/plans.json": good, "etc/../../x": "x"}),
+		"absolute": archiveOf(t, map[string]string{"/etc/passwd": "x", "etc/plans.json": good}),
+		"other":    archiveOf(t, map[string]string{"etc/plans.json": good, "bin/sh": "x"}),
+		"symlink":  archiveOf(t, map[string]string{"etc/plans.json@link": "/etc/shadow"}),
+		"empty":    archiveOf(t, map[string]string{"data/x": "x"}),
+		"dir":      t.TempDir(),
+	} {
+		st, m := r.do("POST", "/restore", map[string]any{"file": file})
+		if st != 400 || m["field"] != "file" {
+			t.Errorf("%s: %d %v", name, st, m)
+		}
+	}
+	if st, m := r.do("POST", "/restore", map[string]any{}); st != 400 || m["field"] != "file" {
+		t.Errorf("no file: %d %v", st, m)
+	}
+	if v := r.expect(200, "GET", "config-versions", nil, nil); v["count"].(float64) != 0 {
+		t.Errorf("a refused restore saved a version: %v", v)
+	}
+
+	// A document its owner refuses: 500, undo_version, nothing of plans changed.
+	st, m := r.do("POST", "/restore", map[string]any{"file": archiveOf(t, map[string]string{"etc/plans.json": "{broken"})})
+	if st != 500 || m["undo_version"].(float64) != 1 || m["next"] == nil || !strings.Contains(m["detail"].(string), "etc/plans.json") {
+		t.Errorf("broken document: %d %v", st, m)
+	}
+	if got := names(t, r); got != "gold" {
+		t.Errorf("plans after a refused document: %s", got)
+	}
+	// A document nobody takes.
+	st, m = r.do("POST", "/restore", map[string]any{"file": archiveOf(t, map[string]string{"etc/plans.json": good, "etc/unknown.json": "{}"})})
+	if st != 500 || m["undo_version"].(float64) != 2 || strs(m["not_restored"])[0] != "etc/unknown.json" {
+		t.Errorf("unknown document: %d %v", st, m)
+	}
+}
