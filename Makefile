@@ -22,7 +22,7 @@ TEST_P ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 1) * 2 )))
 # Packages with tests that need a full kernel (802.1Q, QinQ, bonds): their
 # TestFullKernel* tests skip on a kernel without those and run in the VM
 # tier (deploy/vm: Debian's kernel under QEMU, the host's binaries over 9p).
-VM_PKGS := ./services/netcfg/link/ ./services/netcfg/
+VM_PKGS := ./services/netcfg/link/ ./services/netcfg/ ./integration/e2e/
 
 .PHONY: all build run run-vm test lint unit race vm e2e bench bench-dhcp deps clean openapi
 
@@ -64,10 +64,10 @@ run-vm: build
 	deploy/vm/lab.sh
 
 ## vm: the full-kernel tests in a VM (needs root and QEMU; skipped with the reason otherwise).
-vm:
+vm: build
 	@if [ "$$(id -u)" != 0 ]; then echo "vm: not root: full-kernel tests skipped"; \
 	elif ! command -v qemu-system-x86_64 >/dev/null; then echo "vm: qemu-system-x86_64 missing (make deps): full-kernel tests skipped"; \
-	else deploy/vm/gotest.sh $(VM_PKGS) 2>&1 | tr -d '\r' | grep -E '^(=== VM|--- |    |PASS|FAIL|ok|VM-RESULT|panic)'; exit $${PIPESTATUS[0]}; fi
+	else ROUTERD_BIN=$(CURDIR)/bin/routerd deploy/vm/gotest.sh $(VM_PKGS) 2>&1 | tr -d '\r' | grep -E '^(=== VM|--- |    |PASS|FAIL|ok|VM-RESULT|panic)'; exit $${PIPESTATUS[0]}; fi
 
 e2e: build
 	ROUTERD_BIN=$(CURDIR)/bin/routerd go test -count=1 -timeout 10m ./integration/...

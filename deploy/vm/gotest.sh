@@ -15,6 +15,8 @@ guest=$work/guest.sh
 	echo 'modprobe 8021q; modprobe bonding max_bonds=0; modprobe dummy; modprobe veth'
 	echo 'export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'
 	echo 'fail=0'
+	[ -n "${ROUTERD_BIN:-}" ] && echo "export ROUTERD_BIN=$ROUTERD_BIN"
+	echo 'mkdir -p /run/netns'
 } > "$guest"
 i=0
 for pkg in "$@"; do

@@ -187,6 +187,62 @@ func (m *Manager) Apply(desired []VLAN) ([]Change, error) {
 	return changes, nil
 }
 
+// Ensure makes one link as desired without looking at the others: the
+// path of a single change through the API (Apply, which lists every link,
+// is for reconciling the whole set). A link of that name that netcfg did
+// not create is refused, never changed.
+func (m *Manager) Ensure(v VLAN) ([]Change, error) {
+	if err := v.Check(); err != nil {
+		return nil, fmt.Errorf("%s: %w", v.Name, err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	l, err := m.nl.LinkByName(v.Name)
+	if err != nil {
+		if err := m.add(v); err != nil {
+			return nil, err
+		}
+		return []Change{{Op: "add", Name: v.Name}}, nil
+	}
+	ll := m.describe(l)
+	if !ll.owned {
+		return nil, fmt.Errorf("%s exists and is not routerd's: not touched", v.Name)
+	}
+	if why := ll.differs(v); why != "" {
+		if err := m.nl.LinkDel(l); err != nil {
+			return nil, fmt.Errorf("delete %s: %w", v.Name, err)
+		}
+		if err := m.add(v); err != nil {
+			return nil, err
+		}
+		return []Change{{Op: "recreate", Name: v.Name, Why: why}}, nil
+	}
+	if ll.up != v.Up {
+		if err := m.setUp(l, v.Up); err != nil {
+			return nil, err
+		}
+		return []Change{{Op: map[bool]string{true: "up", false: "down"}[v.Up], Name: v.Name}}, nil
+	}
+	return nil, nil
+}
+
+// Remove deletes one link of netcfg's (none of that name: nothing to do).
+func (m *Manager) Remove(name string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	l, err := m.nl.LinkByName(name)
+	if err != nil {
+		return nil
+	}
+	if l.Attrs().Alias != Alias {
+		return fmt.Errorf("%s is not routerd's: not touched", name)
+	}
+	if err := m.nl.LinkDel(l); err != nil {
+		return fmt.Errorf("delete %s: %w", name, err)
+	}
+	return nil
+}
+
 func (m *Manager) add(v VLAN) error {
 	parent, err := m.nl.LinkByName(v.Parent)
 	if err != nil {
@@ -271,17 +327,33 @@ func (m *Manager) live() (map[string]liveLink, error) {
 		a := l.Attrs()
 		ll := liveLink{link: l, owned: a.Alias == Alias, parent: byIndex[a.ParentIndex], up: a.Flags&1 != 0}
 		if v, ok := l.(*netlink.Vlan); ok {
-			ll.id = v.VlanId
-			ll.protocol = Dot1Q
-			if v.VlanProtocol == netlink.VLAN_PROTOCOL_8021AD {
-				ll.protocol = Dot1AD
-			}
+			ll.id, ll.protocol = v.VlanId, protocolOf(v)
 		} else if !ll.owned {
 			continue // not a VLAN, not ours
 		}
 		out[a.Name] = ll
 	}
 	return out, nil
+}
+
+// describe is one link as live lists it, its parent looked up by index.
+func (m *Manager) describe(l netlink.Link) liveLink {
+	a := l.Attrs()
+	ll := liveLink{link: l, owned: a.Alias == Alias, up: a.Flags&1 != 0}
+	if p, err := m.nl.LinkByIndex(a.ParentIndex); err == nil {
+		ll.parent = p.Attrs().Name
+	}
+	if v, ok := l.(*netlink.Vlan); ok {
+		ll.id, ll.protocol = v.VlanId, protocolOf(v)
+	}
+	return ll
+}
+
+func protocolOf(v *netlink.Vlan) string {
+	if v.VlanProtocol == netlink.VLAN_PROTOCOL_8021AD {
+		return Dot1AD
+	}
+	return Dot1Q
 }
 
 // Live is a VLAN link as the kernel has it.

@@ -299,7 +299,7 @@ func (b *Book) Create(ctx context.Context, in *api.VLANAdd) (*api.VLANAddAnswer,
 	if err := b.apply(recs, name); err != nil {
 		delete(recs, name)
 		_, _ = b.st.Txn().Delete(b.key(name)).Commit(context.WithoutCancel(ctx))
-		_ = b.applyLinks(recs)
+		_ = b.links.Remove(name)
 		return nil, kernelErr(err, "the kernel refused VLAN %s: %v", name, err)
 	}
 	a.Message = "VLAN " + name + " created"
@@ -318,18 +318,15 @@ func (b *Book) Create(ctx context.Context, in *api.VLANAdd) (*api.VLANAddAnswer,
 	return a, nil
 }
 
-// apply brings the links to recs, then the addresses of one VLAN.
+// apply brings one VLAN's link and addresses to its record, without
+// looking at the others (one change through the API costs a few netlink
+// calls, however many VLANs there are).
 func (b *Book) apply(recs map[string]Record, name string) error {
-	if err := b.applyLinks(recs); err != nil {
+	r := recs[name]
+	if _, err := b.links.Ensure(r.link()); err != nil {
 		return err
 	}
-	r := recs[name]
 	_, _, err := syncAddrs(b.nl, name, r.addrs(), true)
-	return err
-}
-
-func (b *Book) applyLinks(recs map[string]Record) error {
-	_, err := b.links.Apply(desired(recs))
 	return err
 }
 
@@ -365,7 +362,7 @@ func (b *Book) Delete(ctx context.Context, in *api.VLANRef) (*api.VLANDeleteAnsw
 		return nil, err
 	}
 	delete(recs, r.Name)
-	if err := b.applyLinks(recs); err != nil {
+	if err := b.links.Remove(r.Name); err != nil {
 		// Put the record back: the link is still there.
 		_, _ = b.st.Txn().Put(b.key(r.Name), r).Commit(context.WithoutCancel(ctx))
 		return nil, kernelErr(err, "the kernel refused to remove %s: %v", r.Name, err)

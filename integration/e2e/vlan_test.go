@@ -1,0 +1,90 @@
+package e2e
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestFullKernelLabQinQ runs routerd --lab on a full kernel (the VM tier:
+// make vm) and drives the VLAN operations over HTTP: an S-VLAN on the
+// lab's subscriber port and a C-VLAN inside it with an address, served by
+// DHCP; a real client behind the same two tags in the subscriber namespace
+// gets a lease; disable, enable and delete follow the state table, and
+// `ip -d link` shows the 802.1ad outer and 802.1Q inner tags.
+func TestFullKernelLabQinQ(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("end-to-end: routerd --lab needs root to create network namespaces")
+	}
+	prefix := uniquePrefix()
+	r := startLab(t, binary(t), prefix, t.TempDir())
+	st, m := r.call("POST", "/vlans", map[string]any{"parent": "sub0", "vlan_id": 200, "protocol": "802.1ad", "serve": false})
+	if st == 500 && strings.Contains(m["error"].(string), "802.1Q") {
+		t.Skip("this kernel has no 802.1Q/802.1ad: the VM tier (make vm) runs this test")
+	}
+	if st != 201 || m["name"] != "svlan200" {
+		t.Fatalf("S-VLAN: %d %v", st, m)
+	}
+	m = r.must("POST", "/vlans", map[string]any{"parent": "svlan200", "vlan_id": 116, "ip": "10.116.0.0/24", "label": "pon 0/1/0"}, 201)
+	if m["name"] != "svlan200.116" || m["ip"] != "10.116.0.1/24" {
+		t.Errorf("C-VLAN: %v", m)
+	}
+	if served, _ := m["served"].(map[string]any); served == nil || served["net"].(map[string]any)["network"] != "10.116.0.0/24" {
+		t.Errorf("C-VLAN not served by DHCPv4: %v", m)
+	}
+	link := r.inRouter("ip", "-d", "link", "show", "svlan200.116")
+	outer := r.inRouter("ip", "-d", "link", "show", "svlan200")
+	if !strings.Contains(outer, "vlan protocol 802.1ad id 200") || !strings.Contains(link, "vlan protocol 802.1Q id 116") {
+		t.Errorf("tags:\n%s\n%s", outer, link)
+	}
+
+	// A subscriber behind the same tags: 802.1ad 200, 802.1Q 116 on the
+	// subscriber namespace's end of the lab link.
+	sub := func(args ...string) (string, error) {
+		out, err := exec.Command("ip", append([]string{"netns", "exec", prefix + "-sub"}, args...)...).CombinedOutput()
+		return string(out), err
+	}
+	for _, c := range [][]string{
+		{"ip", "link", "add", "link", "eth0", "name", "s200", "type", "vlan", "proto", "802.1ad", "id", "200"},
+		{"ip", "link", "add", "link", "s200", "name", "c116", "type", "vlan", "id", "116"},
+		{"ip", "link", "set", "s200", "up"},
+		{"ip", "link", "set", "c116", "up"},
+	} {
+		if out, err := sub(c...); err != nil {
+			t.Fatalf("%v: %v\n%s", c, err, out)
+		}
+	}
+	if _, err := exec.LookPath("udhcpc"); err == nil {
+		var out string
+		eventually(t, 60*time.Second, func() error {
+			o, err := sub("udhcpc", "-i", "c116", "-n", "-q", "-f", "-t", "3", "-T", "2", "-s", "/bin/true")
+			out = o
+			if err != nil || !regexp.MustCompile(`lease of 10\.116\.0\.\d+ obtained from 10\.116\.0\.1`).MatchString(o) {
+				return errors.New("no lease on the QinQ link yet")
+			}
+			return nil
+		})
+		t.Logf("udhcpc on QinQ: %s", strings.TrimSpace(out))
+	}
+
+	// Disable: the S-VLAN is refused while the C-VLAN on it is enabled.
+	r.must("POST", "/vlans/disable", map[string]any{"name": "svlan200"}, 409)
+	m = r.must("POST", "/vlans/disable", map[string]any{"name": "svlan200.116", "reason": "maintenance"}, 200)
+	if m["enabled"] != false || m["reason"] != "maintenance" {
+		t.Errorf("disable: %v", m)
+	}
+	if out := r.inRouter("ip", "link", "show", "svlan200.116"); !strings.Contains(out, "state DOWN") {
+		t.Errorf("disabled link not down:\n%s", out)
+	}
+	r.must("GET", "/api?action=vlan-enable&name=svlan200.116", nil, 200)
+	r.must("DELETE", "/vlans", map[string]any{"name": "svlan200"}, 409)
+	r.must("DELETE", "/vlans", map[string]any{"name": "svlan200.116"}, 200)
+	r.must("DELETE", "/vlans", map[string]any{"name": "svlan200"}, 200)
+	if out := r.inRouter("ip", "-o", "link", "show"); strings.Contains(out, "svlan") {
+		t.Errorf("links left:\n%s", out)
+	}
+}
