@@ -16,7 +16,7 @@ guest=$work/guest.sh
 	echo 'export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'
 	echo 'fail=0'
 	[ -n "${ROUTERD_BIN:-}" ] && echo "export ROUTERD_BIN=$ROUTERD_BIN"
-	echo 'mkdir -p /run/netns'
+	echo 'mkdir -p /run/netns; ip link set lo up'
 } > "$guest"
 i=0
 for pkg in "$@"; do
