@@ -244,3 +244,68 @@ var (
 		Summary: "Bring in the configuration documents of an archive on the router: the running configuration is first saved as `undo_version` (and written as `undo_file`); each owning service replaces its configuration in one etcd transaction and re-applies its kernel state. 400 when the file is missing, too large (256 MiB), not a tar.gz, or holds a path outside etc/ and data/ (nothing changes); 500 with `undo_version` and `next` when not every document could be brought in. No action form.",
 	})
 )
+
+// Doctor and alerts (Document 1, "Doctor finding", "Alert").
+
+// Finding is one thing the doctor found.
+type Finding struct {
+	Severity string `json:"severity" doc:"critical, warning or info"`
+	Area     string `json:"area" example:"dhcp"`
+	Problem  string `json:"problem"`
+	Detail   string `json:"detail"`
+	Fix      string `json:"fix" doc:"what an operator can do about it"`
+}
+
+// DoctorRequest is GET /doctor.
+type DoctorRequest struct {
+	OLT bool `json:"olt" doc:"1: also check each registered OLT against the router's records (not built yet: reported as an info finding)"`
+}
+
+// SeverityCounts counts findings by severity.
+type SeverityCounts struct {
+	Critical int `json:"critical"`
+	Warning  int `json:"warning"`
+	Info     int `json:"info"`
+}
+
+// DoctorAnswer answers GET /doctor (always 200).
+type DoctorAnswer struct {
+	OK        bool           `json:"ok" doc:"true when there is no critical finding"`
+	Code      int            `json:"code" doc:"always 200"`
+	Generated string         `json:"generated" example:"2026-11-24 10:00:00"`
+	Count     int            `json:"count"`
+	Counts    SeverityCounts `json:"counts"`
+	Findings  []Finding      `json:"findings"`
+}
+
+// Alert is one alert of GET /alerts.
+type Alert struct {
+	Severity string `json:"severity" doc:"critical, warning or info"`
+	Type     string `json:"type" doc:"dhcp, interface, dhcp-pool, stranger, cgnat, spoof, olt, fiber or licence"`
+	Message  string `json:"message"`
+	OLT      string `json:"olt,omitempty" doc:"OLT and fibre alerts"`
+	Port     string `json:"port,omitempty" doc:"fibre alerts"`
+	ONT      string `json:"ont,omitempty" doc:"fibre alerts"`
+}
+
+// AlertList answers GET /alerts.
+type AlertList struct {
+	Count     int     `json:"count"`
+	Generated string  `json:"generated"`
+	Alerts    []Alert `json:"alerts"`
+}
+
+var (
+	// DoctorGet is GET /doctor.
+	DoctorGet = Define[DoctorRequest, DoctorAnswer](Meta{
+		Service: "system", Name: "doctor.get", REST: []REST{{"GET", "/doctor"}}, Action: "doctor", Read: true,
+		Timeout: 20 * time.Second, Attempt: 15 * time.Second,
+		Summary: "Checks gathered concurrently, each within a deadline (a service that does not answer is itself a finding): services missing from the bus, DHCP not running or its configuration refused, stored configuration documents that do not parse, NATS and etcd health (etcd alarms such as NOSPACE), free space of the state directory, clock synchronisation, configuration not saved. Always 200; `ok` is false on any critical finding.",
+	})
+	// AlertsGet is GET /alerts.
+	AlertsGet = Define[None, AlertList](Meta{
+		Service: "system", Name: "alerts.get", REST: []REST{{"GET", "/alerts"}}, Action: "alerts", Read: true,
+		Timeout: 20 * time.Second, Attempt: 15 * time.Second,
+		Summary: "Alerts of the spec's types from the doctor's critical and warning findings of those areas (dhcp, interface, dhcp-pool, ...) and from recent events (stranger: device.unknown in the last hour).",
+	})
+)

@@ -9,7 +9,7 @@ var Table = []Operation{
 	StatusGet,
 	// Saved configuration versions (action API only) and each owner's
 	// configuration documents (Document 1, system).
-	ConfigStatus, ConfigVersions, ConfigSave, ConfigDiff, ConfigShow, BackupGet, Restore,
+	ConfigStatus, ConfigVersions, ConfigSave, ConfigDiff, ConfigShow, BackupGet, Restore, DoctorGet, AlertsGet,
 	SubscribersConfig.Export, SubscribersConfig.Import, NetcfgConfig.Export, NetcfgConfig.Import,
 	DHCPConfig.Export, DHCPConfig.Import,
 

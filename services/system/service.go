@@ -45,6 +45,9 @@ type Deps struct {
 	// StateDir is the router's state directory (the doctor checks its
 	// free space; restore reads archives from anywhere on the router).
 	StateDir string
+	// Expect are the services the doctor expects on the bus; nil is every
+	// service of shared/config.Services but the gateway.
+	Expect []string
 }
 
 // Service is the system service.
@@ -160,7 +163,7 @@ func (s *Service) serviceState(name string) string {
 // Endpoints are the service's operations; Run serves them on the bus, and
 // benchmarks call them directly to measure the bus hop.
 func (s *Service) Endpoints() []bus.Endpoint {
-	eps := []bus.Endpoint{bus.Bind(api.StatusGet, s.status)}
+	eps := []bus.Endpoint{bus.Bind(api.StatusGet, s.status), bus.Bind(api.DoctorGet, s.doctor), bus.Bind(api.AlertsGet, s.alerts)}
 	if s.versions != nil {
 		eps = append(eps,
 			bus.Bind(api.ConfigStatus, s.configStatus),
