@@ -4,8 +4,12 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"io/fs"
 	"net"
+	"os"
+	"path/filepath"
 	"strconv"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -59,6 +63,14 @@ func (o *OLT) Close() error { return o.Sim.Close() }
 // Register records the simulated OLT in the OLT registry as OLTName, its
 // password sealed under stateDir's key like any registered OLT's.
 func (o *OLT) Register(ctx context.Context, kv *clientv3.Client, stateDir string) error {
+	// The lab is licensed for OLT writes (an operator's licence, when
+	// one is installed, is kept).
+	lic := filepath.Join(stateDir, olt.LicenceFile)
+	if _, err := os.Stat(lic); errors.Is(err, fs.ErrNotExist) {
+		if err := os.WriteFile(lic, []byte(`{"features": ["`+olt.WriteFeature+`"], "comment": "routerd --lab"}`+"\n"), 0o600); err != nil {
+			return err
+		}
+	}
 	return olt.Register(ctx, kv, stateDir, api.OLTAdd{Name: OLTName, OLTFields: api.OLTFields{
 		Host: o.Host, Port: o.Port, Protocol: "telnet", User: o.User, Pass: o.pass}})
 }

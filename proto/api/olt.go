@@ -495,3 +495,129 @@ var (
 		REST:    []REST{{"DELETE", "/olts/{name}"}}, Action: "olts-del", Event: EventOLTDeleted,
 	})
 )
+
+// ---- configuration backups and plan synchronisation ----
+
+// OLTPick names a registered OLT; empty means every registered OLT (sync,
+// backup) or the only one (backups, diff).
+type OLTPick struct {
+	OLT string `json:"olt" pattern:"^[A-Za-z0-9_-]{1,40}$" hint:"a registered OLT's name" doc:"registered OLT name; default every registered OLT (backup, sync) or the only one (backups, diff)"`
+}
+
+// OLTBackupRequest is POST /olt/backup.
+type OLTBackupRequest struct {
+	OLTPick
+	Timeout int `json:"timeout" api:"min=10,max=300" doc:"seconds per OLT; default 180"`
+}
+
+// OLTBackupDone is one OLT's backup.
+type OLTBackupDone struct {
+	OLT     string `json:"olt"`
+	OK      bool   `json:"ok"`
+	Rev     int    `json:"rev" doc:"the revision now newest"`
+	Changed bool   `json:"changed" doc:"false when the configuration equals the newest revision (no new revision)"`
+	Lines   int    `json:"lines"`
+	Bytes   int    `json:"bytes"`
+	Error   string `json:"error,omitempty"`
+}
+
+// OLTBackupAnswer answers POST /olt/backup.
+type OLTBackupAnswer struct {
+	Result
+	Count   int             `json:"count"`
+	Backups []OLTBackupDone `json:"backups"`
+}
+
+// OLTBackupsRequest is GET /olt/backups.
+type OLTBackupsRequest struct {
+	OLTPick
+	N int `json:"n" api:"min=1,max=1000,default=20" doc:"newest n revisions; default 20"`
+}
+
+// OLTBackupInfo is one stored revision (without its text).
+type OLTBackupInfo struct {
+	Rev     int    `json:"rev"`
+	Time    string `json:"time"`
+	Lines   int    `json:"lines"`
+	Bytes   int    `json:"bytes"`
+	SHA256  string `json:"sha256"`
+	Trigger string `json:"trigger" doc:"api or periodic"`
+}
+
+// OLTBackupList answers GET /olt/backups.
+type OLTBackupList struct {
+	OLT     string          `json:"olt"`
+	Count   int             `json:"count"`
+	Backups []OLTBackupInfo `json:"backups" doc:"newest first"`
+}
+
+// OLTDiffRequest is GET /olt/diff.
+type OLTDiffRequest struct {
+	OLTPick
+	Rev int    `json:"rev" api:"min=1" doc:"from this revision; default the newest"`
+	To  string `json:"to" pattern:"^([0-9]{1,9}|now)$" hint:"a revision number or now" doc:"to this revision, or now (the OLT's running configuration, read now; the default)"`
+}
+
+// OLTDiff answers GET /olt/diff.
+type OLTDiff struct {
+	OLT     string `json:"olt"`
+	From    string `json:"from"`
+	To      string `json:"to"`
+	Changed bool   `json:"changed"`
+	Added   int    `json:"added" doc:"lines"`
+	Removed int    `json:"removed" doc:"lines"`
+	Diff    string `json:"diff" doc:"unified diff, three lines of context"`
+}
+
+// OLTSyncRequest is POST /olt/sync.
+type OLTSyncRequest struct {
+	OLTPick
+	DryRun bool `json:"dry_run" doc:"only plan: list what would be created"`
+}
+
+// OLTSyncDone is one OLT's synchronisation.
+type OLTSyncDone struct {
+	OLT    string `json:"olt"`
+	OK     bool   `json:"ok"`
+	Result any    `json:"result" doc:"plan-sync's result: per plan down_index, up_index, created; commands"`
+	Error  string `json:"error,omitempty"`
+}
+
+// OLTSyncAnswer answers POST /olt/sync.
+type OLTSyncAnswer struct {
+	Result
+	DryRun bool          `json:"dry_run"`
+	Plans  int           `json:"plans" doc:"router plans pushed"`
+	Count  int           `json:"count"`
+	OLTs   []OLTSyncDone `json:"olts"`
+}
+
+var (
+	// OLTBackupOp is POST /olt/backup.
+	OLTBackupOp = Define[OLTBackupRequest, OLTBackupAnswer](Meta{
+		Service: "olt", Name: "backup.create",
+		Summary: "Capture the running configuration of an OLT (or of every registered OLT, one at a time) as a new numbered revision, compressed in etcd; an unchanged configuration adds none. Code 502 when an OLT failed (each OLT's outcome in backups).",
+		REST:    []REST{{"POST", "/olt/backup"}}, Action: "olt-backup",
+		Timeout: OLTTimeout, Attempt: OLTTimeout,
+	})
+	// OLTBackupsList is GET /olt/backups.
+	OLTBackupsList = Define[OLTBackupsRequest, OLTBackupList](Meta{
+		Service: "olt", Name: "backup.list",
+		Summary: "An OLT's stored configuration revisions, newest first (n, default 20).",
+		REST:    []REST{{"GET", "/olt/backups"}}, Action: "olt-backups", Read: true,
+	})
+	// OLTDiffOp is GET /olt/diff.
+	OLTDiffOp = Define[OLTDiffRequest, OLTDiff](Meta{
+		Service: "olt", Name: "backup.diff",
+		Summary: "Unified diff between two revisions of an OLT's configuration, or a revision and the configuration now (rev default the newest, to default now); 404 for a revision not stored.",
+		REST:    []REST{{"GET", "/olt/diff"}}, Action: "olt-diff", Read: true,
+		Timeout: OLTTimeout, Attempt: OLTTimeout,
+	})
+	// OLTSyncOp is POST /olt/sync.
+	OLTSyncOp = Define[OLTSyncRequest, OLTSyncAnswer](Meta{
+		Service: "olt", Name: "sync",
+		Summary: "Push the router's plans to an OLT (or every registered OLT, one at a time) as traffic tables at rate x 1.10, named with the router's prefix (plan-sync). Code 502 when an OLT failed.",
+		REST:    []REST{{"POST", "/olt/sync"}}, Action: "olt-sync",
+		Timeout: OLTTimeout, Attempt: OLTTimeout,
+	})
+)

@@ -46,7 +46,16 @@ type Deps struct {
 	// (KeyFile); it must be set.
 	StateDir string
 	Now      func() time.Time
+	// BackupEvery is the period of the automatic configuration backup of
+	// every registered OLT; 0 is DefaultBackupEvery, negative none.
+	BackupEvery time.Duration
+	// BackupKeep is how many revisions each OLT keeps; 0 is
+	// DefaultBackupKeep.
+	BackupKeep int
 }
+
+// DefaultBackupEvery is the period of the automatic backups: daily.
+const DefaultBackupEvery = 24 * time.Hour
 
 // Service is the olt service.
 type Service struct {
@@ -82,6 +91,9 @@ func New(d Deps) *Service {
 // Run serves until ctx ends.
 func (s *Service) Run(ctx context.Context) error {
 	defer s.drivers.Close()
+	if s.deps.BackupEvery >= 0 {
+		go s.periodicBackups(ctx)
+	}
 	return bus.Run(ctx, s.deps.NC, bus.ServiceConfig{
 		Name: Name, Version: "1.0.0", Description: "OLT operations and the OLT registry",
 		Log:       s.log,
@@ -98,6 +110,10 @@ func (s *Service) Endpoints() []bus.Endpoint {
 		bus.Bind(api.OLTsAdd, s.Add),
 		bus.Bind(api.OLTsSet, s.Set),
 		bus.Bind(api.OLTsDelete, s.Delete),
+		bindCoded(api.OLTBackupOp, s.Backup),
+		bus.Bind(api.OLTBackupsList, s.Backups),
+		bus.Bind(api.OLTDiffOp, s.Diff),
+		bindCoded(api.OLTSyncOp, s.Sync),
 	}
 	return append(eps, s.opEndpoints()...)
 }
@@ -271,6 +287,10 @@ func (s *Service) run(ctx context.Context, req *pb.Request, name string, o *api.
 	logArgs := []any{"op", name, "olt", t.ref.Name, "host", t.ref.Host, "request_id", req.RequestID,
 		"caller", req.Caller, "by", req.By}
 	if info.Write && !o.DryRun {
+		if err := s.licensed(); err != nil {
+			s.log.Warn("olt operation refused", append(logArgs, "outcome", "unlicensed")...)
+			return 0, nil, err
+		}
 		// Writes run one at a time per OLT across every replica: the
 		// driver serialises within this process, the etcd lock across.
 		lock, err := store.Acquire(ctx, s.deps.KV, t.lock)
@@ -323,9 +343,34 @@ func (s *Service) run(ctx context.Context, req *pb.Request, name string, o *api.
 	}
 	if err == nil && info.Write && !o.DryRun {
 		s.pub.Publish(api.EventOLTOp, req, map[string]any{"op": name, "olt": t.ref, "result": res})
+		if kind, ok := ontEvents[name]; ok {
+			s.pub.Publish(kind, req, ontEvent(t.ref, res))
+		}
 	}
 	if ans.Code == http.StatusOK {
 		return http.StatusOK, ans, nil
 	}
 	return ans.Code, ans, nil
+}
+
+// ontEvents are the monitor's ONT events published after the write that
+// causes them.
+var ontEvents = map[string]string{
+	"ont-add": "ont.added", "ont-del": "ont.deleted",
+	"ont-activate": "ont.activated", "ont-deactivate": "ont.deactivated",
+}
+
+// ontEvent is an ONT event's data: the OLT and the ONT's port, id and
+// serial as the result names them.
+func ontEvent(ref api.OLTTarget, res any) map[string]any {
+	out := map[string]any{"olt": ref.Name, "host": ref.Host}
+	switch r := res.(type) {
+	case *driver.ONTAddResult:
+		out["port"], out["ont_id"], out["sn"] = r.Port, r.ONTID, r.SN
+	case *driver.ONTDelResult:
+		out["port"], out["ont_id"] = r.Port, r.ONTID
+	case *driver.ONTActiveResult:
+		out["port"], out["ont_id"], out["active"] = r.Port, r.ONTID, r.Active
+	}
+	return out
 }

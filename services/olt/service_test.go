@@ -4,12 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -19,7 +20,6 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"routerd.dev/gateway"
-	"routerd.dev/proto/api"
 	"routerd.dev/services/olt"
 	"routerd.dev/services/olt/sim"
 	"routerd.dev/services/subscribers"
@@ -78,6 +78,9 @@ func start(t *testing.T) *rig {
 	logs := &syncBuf{}
 	log := slog.New(slog.NewTextHandler(io.MultiWriter(logs, testWriter{t}), &slog.HandlerOptions{Level: slog.LevelDebug}))
 	state := t.TempDir()
+	if err := os.WriteFile(filepath.Join(state, olt.LicenceFile), []byte(`{"features":["olt-write"]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	var wg sync.WaitGroup
 	o := olt.New(olt.Deps{NC: env.NC, KV: env.KV, Log: log, StateDir: state})
 	subs := subscribers.New(subscribers.Deps{NC: env.NC, KV: env.KV, Log: log})
@@ -401,7 +404,7 @@ func TestRegistrySealsCredentials(t *testing.T) {
 		t.Error("the logs hold the password")
 	}
 	// The key is a file of the state directory, 0600, not in etcd.
-	fi, err := osStat(r.state + "/" + olt.KeyFile)
+	fi, err := os.Stat(r.state + "/" + olt.KeyFile)
 	if err != nil || fi.Mode().Perm() != 0o600 || fi.Size() != 32 {
 		t.Errorf("key file: %v %v", fi, err)
 	}
@@ -514,7 +517,7 @@ func TestWriteOperations(t *testing.T) {
 		_ = json.Unmarshal(m.Data, &ev)
 		ops = append(ops, ev.Kind+":"+ev.Data.Op)
 	}
-	if w := []string{"olt.write:vlan-add", "olt.write:ont-add", "olt.write:save"}; !slices.Equal(ops, w) {
+	if w := []string{"olt.write:vlan-add", "olt.write:ont-add", "ont.added:", "olt.write:save"}; !slices.Equal(ops, w) {
 		t.Errorf("events %v, want %v (no event for a dry run, a refusal or a failure)", ops, w)
 	}
 	if strings.Contains(r.logs.String(), simPass) {
@@ -550,6 +553,3 @@ func TestWriteWaitsForTheOLTLock(t *testing.T) {
 	defer lock.Unlock(context.Background())
 	envelope(t, r.do(t, "POST", "/olt/info", map[string]any{"timeout": 10}, nil), "info", 200)
 }
-
-var _ = fmt.Sprint
-var _ = api.OLTTimeout

@@ -20,7 +20,7 @@ var (
 	// The OLT erases the More prompt by moving the cursor left, printing
 	// spaces over it and moving left again; the next row follows on the
 	// same line, so the marker and its residue become a line break.
-	moreRe       = regexp.MustCompile(`-+ More \( Press 'Q' to break \) -+(?:\x1b\[\d*D *\x1b\[\d*D)?`)
+	moreRe       = regexp.MustCompile(`(?:\r?\n)?-+ More \( Press 'Q' to break \) -+(?:\x1b\[\d*D *\x1b\[\d*D)?`)
 	ansiRe       = regexp.MustCompile(`\x1b\[[0-9;?]*[A-Za-z]|\x1b[()][A-Z0-9]|\x1b[=>]`)
 	paramRe      = regexp.MustCompile(`^\s*\{ ?<cr>.*\}:\s*$`)
 	alarmHeadRe  = regexp.MustCompile(`^\s*! ?(EVENT|ALARM|CRITICAL|MAJOR|MINOR|WARNING|RECOVERY|CLEARED)\b`)

@@ -1,5 +1,0 @@
-package olt_test
-
-import "os"
-
-var osStat = os.Stat
