@@ -9,6 +9,7 @@ require (
 	routerd.dev/gateway v0.0.0
 	routerd.dev/services/dhcp v0.0.0
 	routerd.dev/services/netcfg v0.0.0
+	routerd.dev/services/routing v0.0.0
 	routerd.dev/services/olt v0.0.0
 	routerd.dev/services/subscribers v0.0.0
 	routerd.dev/services/system v0.0.0
@@ -99,6 +100,7 @@ replace (
 	routerd.dev/proto => ../proto
 	routerd.dev/services/dhcp => ../services/dhcp
 	routerd.dev/services/netcfg => ../services/netcfg
+	routerd.dev/services/routing => ../services/routing
 	routerd.dev/services/olt => ../services/olt
 	routerd.dev/services/subscribers => ../services/subscribers
 	routerd.dev/services/system => ../services/system

@@ -22,6 +22,7 @@ import (
 	"routerd.dev/services/dhcp"
 	"routerd.dev/services/netcfg"
 	"routerd.dev/services/olt"
+	"routerd.dev/services/routing"
 	"routerd.dev/services/subscribers"
 	"routerd.dev/services/system"
 	"routerd.dev/shared/bus"
@@ -75,7 +76,7 @@ func Run(ctx context.Context, cfg config.Config, opt Options) error {
 	}
 
 	var kv *clientv3.Client
-	if cfg.Runs(subscribers.Name) || cfg.Runs(netcfg.Name) || cfg.Runs(dhcp.Name) || cfg.Runs(olt.Name) || cfg.Runs(system.Name) {
+	if cfg.Runs(subscribers.Name) || cfg.Runs(netcfg.Name) || cfg.Runs(dhcp.Name) || cfg.Runs(olt.Name) || cfg.Runs(system.Name) || cfg.Runs(routing.Name) {
 		if len(cfg.EtcdEndpoints) == 0 {
 			e, err := store.StartEmbedded(ctx, store.EmbedConfig{Dir: filepath.Join(cfg.StateDir, "etcd"), ClientAddr: cfg.EtcdListen})
 			if err != nil {
@@ -114,7 +115,7 @@ func Run(ctx context.Context, cfg config.Config, opt Options) error {
 	}
 	// The kernel services share one handle on the target namespace.
 	var target *netns.NS
-	if cfg.Runs(netcfg.Name) || cfg.Runs(dhcp.Name) {
+	if cfg.Runs(netcfg.Name) || cfg.Runs(dhcp.Name) || cfg.Runs(routing.Name) {
 		if target, err = netns.Open(cfg.Netns); err != nil {
 			return err
 		}
@@ -137,6 +138,15 @@ func Run(ctx context.Context, cfg config.Config, opt Options) error {
 	if cfg.Runs(olt.Name) {
 		svc := olt.New(olt.Deps{NC: nc, KV: kv, StateDir: cfg.StateDir, Log: log.With("service", olt.Name)})
 		run(olt.Name, svc.Run)
+	}
+	if cfg.Runs(routing.Name) {
+		// BIRD's files, control socket and the sealing key of peer
+		// passwords live under <state_dir>/routing.
+		svc, err := routing.New(routing.Deps{NC: nc, KV: kv, NS: target, Dir: filepath.Join(cfg.StateDir, "routing"), Log: log.With("service", routing.Name)})
+		if err != nil {
+			return err
+		}
+		run(routing.Name, svc.Run)
 	}
 	if cfg.Runs(system.Name) {
 		svc := system.New(system.Deps{NC: nc, KV: kv, StateDir: cfg.StateDir, Log: log.With("service", system.Name)})

@@ -25,6 +25,11 @@ var Table = []Operation{
 
 	// DHCP (Document 2; not on HTTP yet).
 	LeasesList, LeasesGet, PDSync, DHCPStatus,
+
+	// Routing: BGP and OSPF through BIRD (Document 1).
+	BGPGet, BGPSetOp, BGPPeerAddOp, BGPPeerDelOp, BGPPeerEnOp, BGPPeerDisOp,
+	BGPAnnAddOp, BGPAnnDelOp, BGPBhAddOp, BGPBhDelOp, OSPFSetOp, OSPFIfAddOp,
+	OSPFIfDelOp, BGPConfirmOp, BGPUndoOp, BGPUnknownOp,
 	// Served networks and reservations (dhcp; Document 2).
 	NetworksList, InterfacesList, NetAdd, NetDelete, DHCPReload, DHCPUnknown,
 	ReservationPutClient, ReservationPutService, ReservationDelete, ReservationsList,

@@ -1,0 +1,431 @@
+package routing_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/vishvananda/netlink"
+
+	"routerd.dev/proto/api"
+	pb "routerd.dev/proto/bus"
+	"routerd.dev/services/routing"
+	"routerd.dev/services/routing/bird"
+	"routerd.dev/shared/bus"
+	"routerd.dev/shared/netns"
+	"routerd.dev/shared/testenv"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+func needBird(t *testing.T) {
+	t.Helper()
+	if _, err := exec.LookPath("bird"); err != nil {
+		t.Skip("bird (package bird2) is not installed")
+	}
+}
+
+// link joins router namespace r and uplink namespace u with a veth pair:
+// up0 198.18.0.2/30 in r, eth0 198.18.0.1/30 in u.
+func link(t *testing.T, r, u *netns.NS) {
+	t.Helper()
+	nl, err := r.Netlink()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nl.Close()
+	veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "up0"}, PeerName: "eth0", PeerNamespace: netlink.NsFd(u.FD())}
+	if err := nl.LinkAdd(veth); err != nil {
+		t.Skipf("kernel test: veth not available: %v", err)
+	}
+	ul, err := u.Netlink()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ul.Close()
+	for _, side := range []struct {
+		h    *netlink.Handle
+		name string
+		addr string
+	}{{nl, "up0", "198.18.0.2/30"}, {ul, "eth0", "198.18.0.1/30"}} {
+		l, err := side.h.LinkByName(side.name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, _ := netlink.ParseAddr(side.addr)
+		if err := side.h.AddrAdd(l, a); err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range []string{side.name, "lo"} {
+			l, _ := side.h.LinkByName(n)
+			if err := side.h.LinkSetUp(l); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+// peerBird runs the upstream's BIRD in u: AS 65000, sends a default route
+// and 8.8.8.0/24 (which a default-route peer must filter), accepts all.
+func peerBird(t *testing.T, u *netns.NS) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "peer")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	cfg := `router id 198.18.0.1;
+timeformat protocol iso long;
+protocol device {}
+protocol static st { ipv4; route 0.0.0.0/0 blackhole; route 8.8.8.0/24 blackhole; }
+protocol bgp customer {
+  local as 65000;
+  neighbor 198.18.0.2 as 65010;
+  direct;
+  password "s3cret-md5";
+  ipv4 { import all; export all; };
+}
+`
+	conf := filepath.Join(dir, "bird.conf")
+	sock := filepath.Join(dir, "bird.ctl")
+	if err := os.WriteFile(conf, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("nsenter", "--net="+u.Path(), "bird", "-f", "-c", conf, "-s", sock, "-P", filepath.Join(dir, "pid"))
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	testenv.Eventually(t, 10*time.Second, func() error {
+		_, err := bird.Cmd(context.Background(), sock, "show status")
+		if err != nil {
+			return fmt.Errorf("%v (%s)", err, out.String())
+		}
+		return nil
+	})
+	return sock
+}
+
+type running struct {
+	cancel context.CancelFunc
+	done   chan error
+	once   sync.Once
+}
+
+func (r *running) stop() {
+	r.once.Do(func() {
+		r.cancel()
+		<-r.done
+	})
+}
+
+func start(t *testing.T, env *testenv.Env, ns *netns.NS, dir string, confirm time.Duration) *running {
+	t.Helper()
+	svc, err := routing.New(routing.Deps{NC: env.NC, KV: env.KV, NS: ns, Log: testenv.Log(t), Dir: dir, Confirm: confirm})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &running{cancel: cancel, done: make(chan error, 1)}
+	go func() { r.done <- svc.Run(ctx) }()
+	t.Cleanup(r.stop)
+	testenv.Eventually(t, 20*time.Second, func() error {
+		select {
+		case err := <-r.done:
+			t.Fatalf("routing exited: %v", err)
+		default:
+		}
+		st, m := callErr(env, api.BGPGet.Subject(), "GET", nil)
+		if st != 200 {
+			return fmt.Errorf("GET /bgp: %d %v", st, m)
+		}
+		if m["bird_error"] != nil {
+			return fmt.Errorf("bird: %v", m["bird_error"])
+		}
+		return nil
+	})
+	return r
+}
+
+func callErr(env *testenv.Env, subject, method string, body any) (int, map[string]any) {
+	raw, _ := json.Marshal(body)
+	rep, err := bus.Call(context.Background(), env.NC, subject, &pb.Request{Method: method, Args: raw, Caller: "127.0.0.1", By: "tester"})
+	if err != nil {
+		return 0, map[string]any{"err": err.Error()}
+	}
+	var m map[string]any
+	_ = json.Unmarshal(rep.Body, &m)
+	return rep.Status, m
+}
+
+func call(t *testing.T, env *testenv.Env, op api.Operation, body any, want int) map[string]any {
+	t.Helper()
+	m := op.Describe()
+	method := "POST"
+	if m.Read {
+		method = "GET"
+	}
+	st, out := callErr(env, m.Subject(), method, body)
+	if st != want {
+		t.Fatalf("%s %v: status %d, want %d: %v", m.Name, body, st, want, out)
+	}
+	return out
+}
+
+func peerOf(t *testing.T, v map[string]any, name string) map[string]any {
+	t.Helper()
+	for _, p := range v["peers"].([]any) {
+		if p.(map[string]any)["name"] == name {
+			return p.(map[string]any)
+		}
+	}
+	t.Fatalf("no peer %s in %v", name, v["peers"])
+	return nil
+}
+
+func birdShow(t *testing.T, sock, cmd string) string {
+	t.Helper()
+	out, err := birdShowErr(sock, cmd)
+	if err != nil {
+		t.Fatalf("%s: %v", cmd, err)
+	}
+	return out
+}
+
+func birdShowErr(sock, cmd string) (string, error) {
+	lines, err := bird.Cmd(context.Background(), sock, cmd)
+	if err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	for _, l := range lines {
+		b.WriteString(l.Text + "\n")
+	}
+	return b.String(), nil
+}
+
+// TestBGPWithRealPeer: the service's BIRD in the router namespace peers
+// with an upstream's BIRD over a veth pair: the session comes up with the
+// MD5 password, our prefix reaches the peer, the peer's default route is
+// received and its other route filtered, a blackhole reaches the peer with
+// 65535:666, the peer's community and NO_EXPORT and is dropped here, and
+// the pending rules hold (pending=true, 409 meanwhile, confirm, undo).
+func TestBGPWithRealPeer(t *testing.T) {
+	needBird(t)
+	r, u := testenv.Netns(t), testenv.Netns(t)
+	link(t, r, u)
+	peerSock := peerBird(t, u)
+	env := testenv.Start(t)
+	start(t, env, r, t.TempDir(), time.Minute)
+
+	// BGP off: nothing waits.
+	if a := call(t, env, api.BGPSetOp, map[string]any{"asn": 65010, "router_id": "198.18.0.2"}, 200); a["pending"] != false {
+		t.Fatalf("set with BGP off: %v", a)
+	}
+	call(t, env, api.BGPPeerAddOp, map[string]any{"name": "up-1", "ip": "198.18.0.1", "asn": 65000,
+		"password": "s3cret-md5", "blackhole_community": "65000:666", "description": "transit A"}, 200)
+	call(t, env, api.BGPAnnAddOp, map[string]any{"prefix": "185.10.0.0/22"}, 200)
+
+	// Wrong input: 400 naming the field, nothing changed.
+	for _, c := range []struct {
+		op    api.Operation
+		body  map[string]any
+		field string
+	}{
+		{api.BGPAnnAddOp, map[string]any{"prefix": "10.0.0.0/8"}, "prefix"},
+		{api.BGPAnnAddOp, map[string]any{"prefix": "185.10.0.0/25"}, "prefix"},
+		{api.BGPAnnAddOp, map[string]any{"prefix": "2a0a::/12"}, "prefix"},
+		{api.BGPAnnAddOp, map[string]any{"prefix": "185.10.0.1/22"}, "prefix"},
+		{api.BGPPeerAddOp, map[string]any{"name": "bad name", "ip": "198.18.0.9", "asn": 1}, "name"},
+		{api.BGPPeerAddOp, map[string]any{"name": "x", "ip": "nope", "asn": 1}, "ip"},
+		{api.BGPPeerAddOp, map[string]any{"name": "x", "ip": "198.18.0.9"}, "asn"},
+		{api.BGPPeerAddOp, map[string]any{"name": "x", "ip": "198.18.0.9", "asn": 1, "blackhole_community": "1:99999"}, "blackhole_community"},
+		{api.BGPPeerAddOp, map[string]any{"name": "x", "ip": "198.18.0.9", "asn": 1, "description": strings.Repeat("d", 81)}, "description"},
+		{api.BGPBhAddOp, map[string]any{"ip": "192.168.1.1"}, "ip"},
+		{api.BGPSetOp, map[string]any{"router_id": "2001:db8::1"}, "router_id"},
+	} {
+		if a := call(t, env, c.op, c.body, 400); a["field"] != c.field {
+			t.Errorf("%s %v: field %v, want %s (%v)", c.op.Describe().Name, c.body, a["field"], c.field, a)
+		}
+	}
+	// A setting with problems: ibgp peer with another AS.
+	call(t, env, api.BGPPeerAddOp, map[string]any{"name": "core", "ip": "198.18.0.5", "asn": 65099, "type": "ibgp"}, 400)
+	if st, _ := callErr(env, api.BGPUnknownOp.Subject(), "POST", map[string]any{"op": "frobnicate"}); st != 404 {
+		t.Errorf("unknown op: %d, want 404", st)
+	}
+
+	// Turning BGP on waits for confirm.
+	a := call(t, env, api.BGPSetOp, map[string]any{"enabled": true}, 200)
+	if a["pending"] != true || a["deadline"] == nil {
+		t.Fatalf("enable: %v", a)
+	}
+	v := call(t, env, api.BGPGet, nil, 200)
+	if p, _ := v["pending"].(map[string]any); p == nil || p["what"] != "set" || p["by"] != "tester@127.0.0.1" {
+		t.Fatalf("pending: %v", v["pending"])
+	}
+	if a := call(t, env, api.BGPAnnAddOp, map[string]any{"prefix": "185.11.0.0/24"}, 409); !strings.Contains(a["error"].(string), "waiting for confirm") {
+		t.Fatalf("409: %v", a)
+	}
+	call(t, env, api.BGPConfirmOp, nil, 200)
+	call(t, env, api.BGPConfirmOp, nil, 409)
+
+	// The session comes up: the peer's default received, 8.8.8.0/24 filtered.
+	testenv.Eventually(t, 30*time.Second, func() error {
+		v := call(t, env, api.BGPGet, nil, 200)
+		p := peerOf(t, v, "up-1")
+		if p["state"] != "Established" || p["up"] != true || p["received"].(float64) < 2 || p["filtered"].(float64) != 1 || p["sent"].(float64) < 1 {
+			return fmt.Errorf("peer: %v", p)
+		}
+		return nil
+	})
+	v = call(t, env, api.BGPGet, nil, 200)
+	p := peerOf(t, v, "up-1")
+	if p["password_set"] != true || p["since"] == nil || p["best"].(float64) != 1 || p["max_prefix"].(float64) != 16 {
+		t.Errorf("peer: %v", p)
+	}
+	raw, _ := json.Marshal(v)
+	if strings.Contains(string(raw), "s3cret") || strings.Contains(string(raw), "password\"") {
+		t.Fatalf("GET /bgp shows the password: %s", raw)
+	}
+	if out := birdShow(t, peerSock, "show route 185.10.0.0/22"); !strings.Contains(out, "185.10.0.0/22") {
+		t.Fatalf("the peer lacks our prefix:\n%s", out)
+	}
+	nl, _ := r.Netlink()
+	defer nl.Close()
+	if rs, err := nl.RouteGet([]byte{1, 1, 1, 1}); err != nil || rs[0].Gw.String() != "198.18.0.1" {
+		t.Fatalf("default route from BGP not in the kernel: %v %v", rs, err)
+	}
+
+	// config=1: rendered, password masked.
+	c := call(t, env, api.BGPGet, map[string]any{"config": "1"}, 200)
+	if cfg, _ := c["config"].(string); !strings.Contains(cfg, `password "********"`) || strings.Contains(cfg, "s3cret") || c["file"] == "" {
+		t.Fatalf("config=1: %v", c)
+	}
+
+	// Blackhole: no timer, at the peer with the communities, dropped here.
+	if a := call(t, env, api.BGPBhAddOp, map[string]any{"ip": "185.10.1.7"}, 200); a["pending"] != false {
+		t.Fatalf("blackhole-add: %v", a)
+	}
+	testenv.Eventually(t, 10*time.Second, func() error {
+		out, err := birdShowErr(peerSock, "show route 185.10.1.7/32 all")
+		if err != nil {
+			return err
+		}
+		for _, c := range []string{"(65000,666)", "(65535,666)", "(65535,65281)"} {
+			if !strings.Contains(out, c) {
+				return fmt.Errorf("blackhole at the peer lacks %s:\n%s", c, out)
+			}
+		}
+		return nil
+	})
+	if rs, err := nl.RouteListFiltered(netlink.FAMILY_V4, &netlink.Route{Table: 254}, netlink.RT_FILTER_TABLE); err == nil {
+		found := false
+		for _, rt := range rs {
+			if rt.Dst != nil && rt.Dst.String() == "185.10.1.7/32" && rt.Type == 6 /* RTN_BLACKHOLE */ {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("no blackhole route for 185.10.1.7 in the router's kernel: %v", rs)
+		}
+	}
+
+	// A change while one waits: 409; blackholes still pass; undo restores.
+	if a := call(t, env, api.BGPPeerDisOp, map[string]any{"name": "up-1"}, 200); a["pending"] != true {
+		t.Fatalf("peer-disable: %v", a)
+	}
+	call(t, env, api.BGPPeerEnOp, map[string]any{"name": "up-1"}, 409)
+	call(t, env, api.BGPBhDelOp, map[string]any{"ip": "185.10.1.7"}, 200)
+	testenv.Eventually(t, 10*time.Second, func() error {
+		p := peerOf(t, call(t, env, api.BGPGet, nil, 200), "up-1")
+		if p["up"] != false || p["enabled"] != false {
+			return fmt.Errorf("disabled peer: %v", p)
+		}
+		return nil
+	})
+	call(t, env, api.BGPUndoOp, nil, 200)
+	v = call(t, env, api.BGPGet, nil, 200)
+	if v["pending"] != nil || len(v["blackhole"].([]any)) != 0 {
+		t.Fatalf("after undo: pending %v blackhole %v", v["pending"], v["blackhole"])
+	}
+	testenv.Eventually(t, 30*time.Second, func() error {
+		p := peerOf(t, call(t, env, api.BGPGet, nil, 200), "up-1")
+		if p["enabled"] != true || p["state"] != "Established" {
+			return fmt.Errorf("peer after undo: %v", p)
+		}
+		return nil
+	})
+}
+
+// TestUnconfirmedChangeUndone: with a short confirm window, a change not
+// confirmed is undone by the timer; one left pending across a restart is
+// undone at start when its deadline passed, and waits out the rest
+// otherwise.
+func TestUnconfirmedChangeUndone(t *testing.T) {
+	needBird(t)
+	ns := testenv.Netns(t)
+	env := testenv.Start(t)
+	dir := t.TempDir()
+	const window = 1500 * time.Millisecond
+	r := start(t, env, ns, dir, window)
+
+	call(t, env, api.BGPSetOp, map[string]any{"asn": 65010, "router_id": "198.18.0.2"}, 200)
+	call(t, env, api.BGPPeerAddOp, map[string]any{"name": "up1", "ip": "198.18.0.1", "asn": 65000}, 200)
+	call(t, env, api.BGPSetOp, map[string]any{"enabled": true}, 200)
+	call(t, env, api.BGPConfirmOp, nil, 200)
+
+	announced := func() []any { return call(t, env, api.BGPGet, nil, 200)["announce"].([]any) }
+
+	// 1. The timer undoes it.
+	call(t, env, api.BGPAnnAddOp, map[string]any{"prefix": "185.10.0.0/22"}, 200)
+	if len(announced()) != 1 {
+		t.Fatal("not announced")
+	}
+	testenv.WaitFor(t, 10*time.Second, "the timer to undo the change", func() bool {
+		v := call(t, env, api.BGPGet, nil, 200)
+		return len(v["announce"].([]any)) == 0 && v["pending"] == nil
+	})
+
+	// 2. Stopped during the window, started after the deadline: undone
+	// at start.
+	call(t, env, api.BGPAnnAddOp, map[string]any{"prefix": "185.10.0.0/22"}, 200)
+	r.stop()
+	time.Sleep(window) // what is tested: the deadline passes while the service is down
+	r = start(t, env, ns, dir, window)
+	v := call(t, env, api.BGPGet, nil, 200)
+	if len(v["announce"].([]any)) != 0 || v["pending"] != nil {
+		t.Fatalf("after a restart past the deadline: announce %v pending %v", v["announce"], v["pending"])
+	}
+
+	// 3. Restarted within the window: still pending, undone at the
+	// deadline.
+	call(t, env, api.BGPAnnAddOp, map[string]any{"prefix": "185.10.0.0/22"}, 200)
+	r.stop()
+	r = start(t, env, ns, dir, window)
+	v = call(t, env, api.BGPGet, nil, 200)
+	if len(v["announce"].([]any)) != 1 || v["pending"] == nil {
+		t.Fatalf("after a restart within the window: announce %v pending %v", v["announce"], v["pending"])
+	}
+	testenv.WaitFor(t, 10*time.Second, "the re-armed timer to undo the change", func() bool {
+		v := call(t, env, api.BGPGet, nil, 200)
+		return len(v["announce"].([]any)) == 0 && v["pending"] == nil
+	})
+	// The daemon runs the restored configuration.
+	c := call(t, env, api.BGPGet, map[string]any{"config": "1"}, 200)
+	if strings.Contains(c["config"].(string), "185.10.0.0/22") {
+		t.Fatalf("the undone prefix is still in the configuration:\n%s", c["config"])
+	}
+	if file, err := os.ReadFile(filepath.Join(dir, "bird.conf")); err != nil || strings.Contains(string(file), "185.10.0.0/22") {
+		t.Fatalf("the undone prefix is still in bird.conf (%v):\n%s", err, file)
+	}
+	r.stop()
+}
