@@ -94,7 +94,8 @@ var (
 	// PDSync runs the delegated-route reconciler.
 	PDSync = Define[PDSyncRequest, PDSyncAnswer](Meta{
 		Service: "dhcp", Name: "pd.sync",
-		Summary: "Reconcile delegated-prefix routes with the leases (dry only reports).",
+		Summary: "Reconcile delegated-prefix routes with the leases (dry=1 only reports). Any method.",
+		REST:    []REST{{AnyMethod, "/pd/sync"}}, Action: "pd-sync",
 	})
 	// DHCPStatus is the engine's state.
 	DHCPStatus = Define[None, DHCPState](Meta{
@@ -300,5 +301,412 @@ var (
 	ReservationsList = Define[ReservationFilter, ReservationList](Meta{
 		Service: "dhcp", Name: "reservations.list",
 		Summary: "Stored reservations of one kind, sorted, paged by limit and after.", Read: true,
+	})
+)
+
+// DHCPv6 and router advertisements (POST/DELETE /net6, /net6/pool,
+// /net6/lease, the net6-dns action).
+
+// RAStatus is the router-advertisement side of a DHCPv6 change.
+type RAStatus struct {
+	OK      bool   `json:"ok"`
+	Message string `json:"message"`
+}
+
+// Net6Block is an IPv6 served network.
+type Net6Block struct {
+	Iface   string `json:"iface"`
+	Gateway string `json:"gateway"`
+	Prefix  int    `json:"prefix" doc:"prefix length"`
+	Network string `json:"network"`
+}
+
+// Pool6 is a DHCPv6 address range.
+type Pool6 struct {
+	Start string `json:"start"`
+	End   string `json:"end"`
+}
+
+// Net6Iface names an interface (POST and DELETE /net6).
+type Net6Iface struct {
+	Iface string `json:"iface" api:"required" pattern:"^[A-Za-z0-9_.@:-]{1,15}$" hint:"an interface name of 1-15 letters, digits, _ . @ : -"`
+}
+
+// Net6Answer answers POST /net6.
+type Net6Answer struct {
+	Result
+	Network6 Net6Block `json:"network6"`
+	RADVD    RAStatus  `json:"radvd"`
+	Pool     *Pool6    `json:"pool,omitempty"`
+	Warning  string    `json:"warning,omitempty"`
+	DNS      []string  `json:"dns" doc:"the resolvers the subnet hands out; null when none (see note)"`
+	Note     string    `json:"note,omitempty"`
+}
+
+// PDRange is an interface's slice of the delegation pool.
+type PDRange struct {
+	Network6 string `json:"network6,omitempty"`
+	Index    int    `json:"index" doc:"first prefix of the slice, as an index in the pool"`
+	Slice    int    `json:"slice" doc:"slice number at this size (index / size)"`
+	Start    string `json:"start" doc:"first delegated prefix"`
+	End      string `json:"end" doc:"last delegated prefix"`
+	Len      int    `json:"len" doc:"delegated prefix length"`
+	Size     int    `json:"size" doc:"prefixes in the slice"`
+}
+
+// Net6DeleteAnswer answers DELETE /net6.
+type Net6DeleteAnswer struct {
+	Result
+	RADVD         RAStatus `json:"radvd"`
+	RemovedPDPool *PDRange `json:"removed_pd_pool"`
+}
+
+// Net6PoolSet is POST /net6/pool.
+type Net6PoolSet struct {
+	Iface string `json:"iface" api:"required" pattern:"^[A-Za-z0-9_.@:-]{1,15}$" hint:"an interface name of 1-15 letters, digits, _ . @ : -"`
+	Start string `json:"start" api:"format=ipv6" doc:"inside the network; without start and end the range is derived"`
+	End   string `json:"end" api:"format=ipv6"`
+}
+
+// Net6PoolAnswer answers POST /net6/pool.
+type Net6PoolAnswer struct {
+	Result
+	Iface    string   `json:"iface"`
+	Network  string   `json:"network"`
+	Pool     Pool6    `json:"pool"`
+	DNSAdded []string `json:"dns_added" doc:"resolvers the subnet inherited now; null when none"`
+}
+
+// Net6LeaseSet is POST or GET /net6/lease.
+type Net6LeaseSet struct {
+	Valid     int `json:"valid" api:"required,min=120" doc:"valid lifetime, seconds"`
+	Preferred int `json:"preferred" api:"min=0" doc:"preferred lifetime, seconds; 0 or absent is half of valid; at most valid"`
+}
+
+// Validate keeps preferred at most valid.
+func (r *Net6LeaseSet) Validate() error {
+	if r.Preferred > r.Valid {
+		return &FieldError{Field: "preferred", Message: "preferred cannot exceed valid"}
+	}
+	return nil
+}
+
+// Net6LeaseAnswer answers POST /net6/lease.
+type Net6LeaseAnswer struct {
+	Result
+	Changed []string `json:"changed"`
+	RADVD   RAStatus `json:"radvd"`
+	Note    string   `json:"note"`
+}
+
+// Net6DNSSet is the net6-dns action: the global DHCPv6 resolvers.
+type Net6DNSSet struct {
+	Servers     []string `json:"servers" api:"required" doc:"IPv6 resolvers, a list or comma-separated"`
+	Domain      string   `json:"domain" api:"maxlen=253"`
+	ClearDomain bool     `json:"clear_domain"`
+}
+
+// DNSStatus is the global resolvers and domain.
+type DNSStatus struct {
+	IPv4   []string `json:"ipv4"`
+	IPv6   []string `json:"ipv6"`
+	Domain string   `json:"domain"`
+}
+
+// Net6DNSAnswer answers net6-dns.
+type Net6DNSAnswer struct {
+	Result
+	Status DNSStatus `json:"status"`
+}
+
+// Prefix delegation (GET/POST/DELETE /pd, /pd/resize, /pd/assign).
+
+// PDCapacity is the delegation pool's capacity.
+type PDCapacity struct {
+	PrefixesTotal           uint64 `json:"prefixes_total"`
+	PrefixesReserved        uint64 `json:"prefixes_reserved"`
+	PrefixesUsed            uint64 `json:"prefixes_used" doc:"in slices"`
+	PrefixesFree            uint64 `json:"prefixes_free"`
+	LargestFreeRun          uint64 `json:"largest_free_run"`
+	VLANsAtDefaultSlice     int    `json:"vlans_at_default_slice"`
+	VLANsFreeAtDefaultSlice uint64 `json:"vlans_free_at_default_slice" doc:"how many more default-size slices fit"`
+}
+
+// PinnedPrefix is a prefix pinned to one client.
+type PinnedPrefix struct {
+	MAC      string `json:"mac"`
+	Hostname string `json:"hostname"`
+	Prefix6  string `json:"prefix6"`
+}
+
+// PDState answers GET /pd.
+type PDState struct {
+	Pool              string             `json:"pool"`
+	PrefixLen         int                `json:"prefix_len"`
+	Usable            uint64             `json:"usable"`
+	ReservedForPinned int                `json:"reserved_for_pinned"`
+	DefaultSlice      int                `json:"default_slice"`
+	Capacity          PDCapacity         `json:"capacity"`
+	PerVLAN           map[string]PDRange `json:"per_vlan"`
+	Pinned            []PinnedPrefix     `json:"pinned"`
+	LiveRoutes        []string           `json:"live_routes"`
+	LiveCount         int                `json:"live_count"`
+}
+
+// PDSet is POST /pd and /pd/resize.
+type PDSet struct {
+	Iface string `json:"iface" api:"required" pattern:"^[A-Za-z0-9_.@:-]{1,15}$" hint:"an interface name of 1-15 letters, digits, _ . @ : -"`
+	Size  int    `json:"size" api:"min=0" doc:"prefixes, a power of two; 0 or absent is the configured slice (pd_slice)"`
+}
+
+// PDAnswer answers POST /pd and /pd/resize.
+type PDAnswer struct {
+	Result
+	Iface     string     `json:"iface"`
+	Network   string     `json:"network"`
+	Pool      PDRange    `json:"pool"`
+	PrefixLen int        `json:"prefix_len"`
+	Capacity  PDCapacity `json:"capacity"`
+	Next      *int       `json:"next" doc:"index where the next default-size slice would go; null when none fits"`
+	Replaced  *PDRange   `json:"replaced,omitempty"`
+	Warning   string     `json:"warning,omitempty"`
+}
+
+// PDIface names an interface (DELETE /pd).
+type PDIface struct {
+	Iface string `json:"iface" api:"required" pattern:"^[A-Za-z0-9_.@:-]{1,15}$" hint:"an interface name of 1-15 letters, digits, _ . @ : -"`
+}
+
+// PDDeleteAnswer answers DELETE /pd.
+type PDDeleteAnswer struct {
+	Result
+	Note string `json:"note"`
+}
+
+// PDAssign is POST or GET /pd/assign.
+type PDAssign struct {
+	MAC    string `json:"mac" api:"required,format=mac"`
+	Prefix string `json:"prefix" doc:"an IPv6 prefix of the delegated length inside the pool's reserved band; the length may be omitted; default the first free one"`
+}
+
+// PDAssignAnswer answers /pd/assign.
+type PDAssignAnswer struct {
+	Result
+	MAC     string `json:"mac,omitempty"`
+	Prefix6 string `json:"prefix6,omitempty"`
+}
+
+// PDUnassign is DELETE /pd/assign.
+type PDUnassign struct {
+	MAC string `json:"mac" api:"required,format=mac"`
+}
+
+// DNS (GET/POST/DELETE /dns, /dns/{iface}).
+
+// DNSPerVLAN is the overrides by served network.
+type DNSPerVLAN struct {
+	IPv4 map[string][]string `json:"ipv4"`
+	IPv6 map[string][]string `json:"ipv6"`
+}
+
+// DNSEffective is what one served interface hands out.
+type DNSEffective struct {
+	Iface      string   `json:"iface"`
+	Enabled    bool     `json:"enabled"`
+	IPv4       []string `json:"ipv4"`
+	IPv4Source string   `json:"ipv4_source" doc:"per-vlan, global or none"`
+	IPv6       []string `json:"ipv6"`
+	IPv6Source string   `json:"ipv6_source"`
+}
+
+// DNSState answers GET /dns.
+type DNSState struct {
+	Global            DNSStatus      `json:"global"`
+	PerVLAN           DNSPerVLAN     `json:"per_vlan"`
+	Effective         []DNSEffective `json:"effective"`
+	ServingNoResolver []string       `json:"serving_no_resolver"`
+}
+
+// DNSSet is POST /dns (and /dns/{iface} with iface from the path).
+type DNSSet struct {
+	V4     []string `json:"v4" doc:"IPv4 resolvers, a list or comma-separated"`
+	V6     []string `json:"v6"`
+	Domain string   `json:"domain" api:"maxlen=253"`
+	Apply  string   `json:"apply" api:"enum=all" doc:"all: drop per-VLAN overrides"`
+	Iface  string   `json:"iface" pattern:"^[A-Za-z0-9_.@:-]{1,15}$" hint:"an interface name of 1-15 letters, digits, _ . @ : -" doc:"set a per-VLAN override instead"`
+}
+
+// DNSSetAnswer answers POST /dns.
+type DNSSetAnswer struct {
+	Result
+	Changed   []string   `json:"changed,omitempty"`
+	Note      string     `json:"note,omitempty"`
+	Status    *DNSStatus `json:"status,omitempty"`
+	AppliedTo []string   `json:"applied_to,omitempty"`
+	Warning   string     `json:"warning,omitempty"`
+	Shadowing []string   `json:"shadowing,omitempty"`
+	Iface     string     `json:"iface,omitempty"`
+	Override  *DNSStatus `json:"override,omitempty"`
+}
+
+// DNSIface is DELETE /dns/{iface}.
+type DNSIface struct {
+	Iface string `json:"iface" api:"required" pattern:"^[A-Za-z0-9_.@:-]{1,15}$" hint:"an interface name of 1-15 letters, digits, _ . @ : -"`
+}
+
+// DNSIfaceDeleteAnswer answers DELETE /dns/{iface}.
+type DNSIfaceDeleteAnswer struct {
+	Result
+	Removed     DNSStatus `json:"removed"`
+	NowInherits DNSStatus `json:"now_inherits"`
+}
+
+// DNSClear is DELETE /dns.
+type DNSClear struct {
+	Global string `json:"global" api:"enum=v4|v6|domain|all"`
+	Iface  string `json:"iface" pattern:"^[A-Za-z0-9_.@:-]{1,15}$" hint:"an interface name of 1-15 letters, digits, _ . @ : -"`
+}
+
+// Validate asks for global or iface.
+func (r *DNSClear) Validate() error {
+	if (r.Global == "") == (r.Iface == "") {
+		return &FieldError{Field: "global", Message: "give global (v4, v6, domain or all) or iface"}
+	}
+	return nil
+}
+
+// DNSClearAnswer answers DELETE /dns.
+type DNSClearAnswer struct {
+	Result
+	Cleared           []string  `json:"cleared"`
+	GlobalNow         DNSStatus `json:"global_now"`
+	ServingNoResolver []string  `json:"serving_no_resolver"`
+}
+
+// Option 82 (Document 1, protection).
+
+// Option82State answers GET /option82.
+type Option82State struct {
+	Count          int      `json:"count" doc:"fibre services bound by option 82"`
+	FromLeases     int      `json:"from_leases" doc:"leases carrying option 82"`
+	CaptureEnabled bool     `json:"capture_enabled"`
+	RecentLog      []string `json:"recent_log" doc:"up to 50 lines, newest first"`
+}
+
+// Option82Set is POST /option82.
+type Option82Set struct {
+	Enable *bool `json:"enable" api:"required"`
+}
+
+// Option82Answer answers POST /option82.
+type Option82Answer struct {
+	Result
+}
+
+var (
+	// Net6Add is POST /net6.
+	Net6Add = Define[Net6Iface, Net6Answer](Meta{
+		Service: "dhcp", Name: "net6.create",
+		Summary: "Serve the interface's global IPv6 network by DHCPv6 (pool derived: ::1000-::ffff for a /64) and router advertisements (201); inherits other subnets' resolvers when no global IPv6 resolver is set. 404 without a global IPv6 address; 500 ending 'rolled back' when refused.",
+		REST:    []REST{{"POST", "/net6"}}, Action: "net6-add", Status: 201,
+	})
+	// Net6Delete is DELETE /net6.
+	Net6Delete = Define[Net6Iface, Net6DeleteAnswer](Meta{
+		Service: "dhcp", Name: "net6.delete",
+		Summary: "Stop serving the interface by DHCPv6 and router advertisements; its delegation slice is released (removed_pd_pool). 404 when not served.",
+		REST:    []REST{{"DELETE", "/net6"}}, Action: "net6-del",
+	})
+	// Net6Pool is POST /net6/pool.
+	Net6Pool = Define[Net6PoolSet, Net6PoolAnswer](Meta{
+		Service: "dhcp", Name: "net6.pool",
+		Summary: "Set (or derive again, without start and end) the DHCPv6 address range of a served IPv6 network. 400 outside the network; 404 no IPv6 address or not served.",
+		REST:    []REST{{"POST", "/net6/pool"}}, Action: "net6-pool",
+	})
+	// Net6Lease is POST or GET /net6/lease.
+	Net6Lease = Define[Net6LeaseSet, Net6LeaseAnswer](Meta{
+		Service: "dhcp", Name: "net6.lease",
+		Summary: "DHCPv6 valid (>= 120 s) and preferred (default half, at most valid) lifetimes for addresses and delegated prefixes; existing leases keep theirs until renewal.",
+		REST:    []REST{{"POST", "/net6/lease"}, {"GET", "/net6/lease"}}, Action: "net6-lease",
+	})
+	// Net6DNS is the net6-dns action.
+	Net6DNS = Define[Net6DNSSet, Net6DNSAnswer](Meta{
+		Service: "dhcp", Name: "net6.dns",
+		Summary: "Set the global DHCPv6 resolvers (servers), and the domain (or clear_domain=1).",
+		Action:  "net6-dns",
+	})
+
+	// PDGet is GET /pd.
+	PDGet = Define[None, PDState](Meta{
+		Service: "dhcp", Name: "pd.get",
+		Summary: "The delegation pool, its capacity, the per-interface slices, pinned prefixes and the live delegated routes.",
+		REST:    []REST{{"GET", "/pd"}}, Action: "pd-list", Read: true,
+	})
+	// PDAdd is POST /pd.
+	PDAdd = Define[PDSet, PDAnswer](Meta{
+		Service: "dhcp", Name: "pd.create",
+		Summary: "Give a served IPv6 interface a slice of the delegation pool (size a power of two, default pd_slice), aligned to its size; calling again with another size re-allocates (replaced, warning). 400 size; 404 not served by DHCPv6 or no pool; 507 pool exhausted.",
+		REST:    []REST{{"POST", "/pd"}}, Action: "pd-add", Status: 201,
+	})
+	// PDResize is POST /pd/resize.
+	PDResize = Define[PDSet, PDAnswer](Meta{
+		Service: "dhcp", Name: "pd.resize",
+		Summary: "Re-allocate an interface's slice at another size. 400 without size; 404 no delegation on the interface; 409 already that size; 507 no room.",
+		REST:    []REST{{"POST", "/pd/resize"}}, Action: "pd-resize",
+	})
+	// PDDelete is DELETE /pd.
+	PDDelete = Define[PDIface, PDDeleteAnswer](Meta{
+		Service: "dhcp", Name: "pd.delete",
+		Summary: "Release an interface's slice; delegated routes are withdrawn as their leases expire. 404 when it has none.",
+		REST:    []REST{{"DELETE", "/pd"}}, Action: "pd-del",
+	})
+	// PDAssignOp is POST or GET /pd/assign.
+	PDAssignOp = Define[PDAssign, PDAssignAnswer](Meta{
+		Service: "dhcp", Name: "pd.assign",
+		Summary: "Pin a prefix of the reserved band to a registered client (by mac). 404 unknown client; 400 invalid or outside the reserved band; 409 pinned to another client; 507 band full.",
+		REST:    []REST{{"POST", "/pd/assign"}, {"GET", "/pd/assign"}}, Action: "pd-assign",
+	})
+	// PDUnassignOp is DELETE /pd/assign.
+	PDUnassignOp = Define[PDUnassign, PDAssignAnswer](Meta{
+		Service: "dhcp", Name: "pd.unassign",
+		Summary: "Unpin a client's prefix. 404 when it has none.",
+		REST:    []REST{{"DELETE", "/pd/assign"}}, Action: "pd-unassign",
+	})
+
+	// DNSGet is GET /dns.
+	DNSGet = Define[None, DNSState](Meta{
+		Service: "dhcp", Name: "dns.get",
+		Summary: "Global resolvers and domain, per-VLAN overrides by network, what each served interface hands out, and served interfaces without a resolver.",
+		REST:    []REST{{"GET", "/dns"}}, Action: "dns-list", Read: true,
+	})
+	// DNSSetOp is POST /dns and POST /dns/{iface}.
+	DNSSetOp = Define[DNSSet, DNSSetAnswer](Meta{
+		Service: "dhcp", Name: "dns.set",
+		Summary: "Set the global resolvers and domain (apply=all drops per-VLAN overrides), or with iface a per-VLAN override. Clients pick changes up at renewal. 400 nothing given or an invalid address; 404 interface not served.",
+		REST:    []REST{{"POST", "/dns"}, {"POST", "/dns/{iface}"}}, Action: "dns-set",
+	})
+	// DNSIfaceDelete is DELETE /dns/{iface}.
+	DNSIfaceDelete = Define[DNSIface, DNSIfaceDeleteAnswer](Meta{
+		Service: "dhcp", Name: "dns.iface.delete",
+		Summary: "Drop an interface's override; it inherits the global resolvers. 404 no override.",
+		REST:    []REST{{"DELETE", "/dns/{iface}"}},
+	})
+	// DNSClearOp is DELETE /dns.
+	DNSClearOp = Define[DNSClear, DNSClearAnswer](Meta{
+		Service: "dhcp", Name: "dns.clear",
+		Summary: "Clear global v4, v6, domain or all (all also removes per-VLAN IPv6 resolvers), or one interface's override. 404 nothing of that kind set.",
+		REST:    []REST{{"DELETE", "/dns"}}, Action: "dns-del",
+	})
+
+	// Option82Get is GET /option82.
+	Option82Get = Define[None, Option82State](Meta{
+		Service: "dhcp", Name: "option82.get",
+		Summary: "Option 82 use: bindings, leases carrying it, whether it is used, the latest leases with it (up to 50 lines).",
+		REST:    []REST{{"GET", "/option82"}}, Action: "option82", Read: true,
+	})
+	// Option82SetOp is POST /option82.
+	Option82SetOp = Define[Option82Set, Option82Answer](Meta{
+		Service: "dhcp", Name: "option82.set",
+		Summary: "Turn option 82 lookup and recording on or off; a configuration the DHCP server refuses is reverted: 400 with detail.",
+		REST:    []REST{{"POST", "/option82"}},
 	})
 )

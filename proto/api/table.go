@@ -33,6 +33,9 @@ var Table = []Operation{
 	// Served networks and reservations (dhcp; Document 2).
 	NetworksList, InterfacesList, NetAdd, NetDelete, DHCPReload, DHCPUnknown,
 	ReservationPutClient, ReservationPutService, ReservationDelete, ReservationsList,
+	Net6Add, Net6Delete, Net6Pool, Net6Lease, Net6DNS,
+	PDGet, PDAdd, PDResize, PDDelete, PDAssignOp, PDUnassignOp,
+	DNSGet, DNSSetOp, DNSIfaceDelete, DNSClearOp, Option82Get, Option82SetOp,
 
 	// OLT operations and the OLT registry (olt; Document 3).
 	OLTUsageGet, OLTUnknownOp, OLTsList, OLTsAdd, OLTsSet, OLTsDelete,

@@ -204,6 +204,7 @@ func (s *Service) deleteNet(ctx context.Context, in *api.NetIface) (*api.NetAnsw
 			}
 			removed = n
 			c.Networks = append(c.Networks[:i:i], c.Networks[i+1:]...)
+			unserved(c, in.Iface)
 			return nil
 		}
 		a, err := s.liveAddr(in.Iface)

@@ -63,6 +63,9 @@ type ServiceDeps struct {
 	EventReport time.Duration
 	// ListenRetry is passed to the engine (Deps.ListenRetry).
 	ListenRetry time.Duration
+	// PD is the router configuration's delegation pool (pd_pool, pd_len,
+	// pd_slice, pd_reserve), used while the stored configuration has none.
+	PD PDDefaults
 }
 
 // Service runs the DHCP engine as a bus service. One engine serves a host
