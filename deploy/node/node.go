@@ -129,7 +129,11 @@ func Run(ctx context.Context, cfg config.Config, opt Options) error {
 		run(netcfg.Name, svc.Run)
 	}
 	if cfg.Runs(dhcp.Name) {
-		svc, err := dhcp.NewService(dhcp.ServiceDeps{NC: nc, KV: kv, NS: target, Log: log.With("service", dhcp.Name)})
+		pd, err := dhcp.PDFrom(cfg.PDPool, cfg.PDLen, cfg.PDSlice, cfg.PDReserve)
+		if err != nil {
+			return err
+		}
+		svc, err := dhcp.NewService(dhcp.ServiceDeps{NC: nc, KV: kv, NS: target, Log: log.With("service", dhcp.Name), PD: pd})
 		if err != nil {
 			return err
 		}

@@ -342,3 +342,24 @@ func (s *Service) unassignPD(ctx context.Context, in *api.PDUnassign) (*api.PDAs
 	}
 	return &api.PDAssignAnswer{Result: api.Result{Message: fmt.Sprintf("%v no longer pinned to %s", p, mac)}, MAC: mac, Prefix6: p.String()}, nil
 }
+
+// PDFrom reads the router configuration's pd_pool, pd_len, pd_slice and
+// pd_reserve; an empty pool is no pool.
+func PDFrom(pool string, plen, slice, reserve int) (PDDefaults, error) {
+	d := PDDefaults{Len: plen, Slice: slice, Reserve: reserve}
+	if pool == "" {
+		return d, nil
+	}
+	p, err := netip.ParsePrefix(pool)
+	if err != nil || !p.Addr().Is6() || p.Masked() != p {
+		return d, fmt.Errorf("pd_pool %q is not an IPv6 network", pool)
+	}
+	if plen != 0 && (plen < p.Bits() || plen > 64) {
+		return d, fmt.Errorf("pd_len %d outside %d-64", plen, p.Bits())
+	}
+	if slice < 0 || slice&(slice-1) != 0 {
+		return d, fmt.Errorf("pd_slice %d is not a power of two", slice)
+	}
+	d.Pool = p
+	return d, nil
+}
