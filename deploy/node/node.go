@@ -140,7 +140,9 @@ func Run(ctx context.Context, cfg config.Config, opt Options) error {
 		run(dhcp.Name, svc.Run)
 	}
 	if cfg.Runs(olt.Name) {
-		svc := olt.New(olt.Deps{NC: nc, KV: kv, StateDir: cfg.StateDir, Log: log.With("service", olt.Name)})
+		svc := olt.New(olt.Deps{NC: nc, KV: kv, StateDir: cfg.StateDir, Log: log.With("service", olt.Name),
+			PollEvery: time.Duration(cfg.OLTPollSeconds) * time.Second, BackupEvery: time.Duration(cfg.OLTBackupHours) * time.Hour,
+			BackupKeep: cfg.OLTBackupKeep})
 		run(olt.Name, svc.Run)
 	}
 	if cfg.Runs(routing.Name) {

@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -52,6 +53,9 @@ type Deps struct {
 	// BackupKeep is how many revisions each OLT keeps; 0 is
 	// DefaultBackupKeep.
 	BackupKeep int
+	// PollEvery is the period of the poller that reads each registered
+	// OLT for the monitor's events; 0 is DefaultPollEvery, negative none.
+	PollEvery time.Duration
 }
 
 // DefaultBackupEvery is the period of the automatic backups: daily.
@@ -90,9 +94,14 @@ func New(d Deps) *Service {
 
 // Run serves until ctx ends.
 func (s *Service) Run(ctx context.Context) error {
-	defer s.drivers.Close()
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer func() { cancel(); wg.Wait(); s.drivers.Close() }()
 	if s.deps.BackupEvery >= 0 {
-		go s.periodicBackups(ctx)
+		wg.Go(func() { s.periodicBackups(ctx) })
+	}
+	if s.deps.PollEvery >= 0 {
+		wg.Go(func() { s.poll(ctx) })
 	}
 	return bus.Run(ctx, s.deps.NC, bus.ServiceConfig{
 		Name: Name, Version: "1.0.0", Description: "OLT operations and the OLT registry",

@@ -61,6 +61,17 @@ type Config struct {
 	// PDReserve is how many prefixes at the start of the pool are kept for
 	// prefixes pinned to single clients. Default 256.
 	PDReserve int `json:"pd_reserve"`
+	// OLTPollSeconds is how often the olt service reads each registered
+	// OLT for the monitor's events (ONT found, online/offline, optical
+	// level, OLT unreachable). 0 means 60; -1 switches the poller off.
+	// Example: 30.
+	OLTPollSeconds int `json:"olt_poll_seconds"`
+	// OLTBackupHours is the period of the automatic configuration backup
+	// of every registered OLT. 0 means 24; -1 switches it off. Example: 12.
+	OLTBackupHours int `json:"olt_backup_hours"`
+	// OLTBackupKeep is how many configuration revisions each OLT keeps.
+	// 0 means 30. Example: 90.
+	OLTBackupKeep int `json:"olt_backup_keep"`
 	// LogLevel is debug, info, warn or error. Default info.
 	LogLevel string `json:"log_level"`
 }
@@ -134,6 +145,9 @@ func (c *Config) Validate() error {
 	}
 	if c.PDReserve < 0 {
 		errs = append(errs, fmt.Errorf("pd_reserve %d is negative", c.PDReserve))
+	}
+	if c.OLTPollSeconds < -1 || c.OLTBackupHours < -1 || c.OLTBackupKeep < 0 {
+		errs = append(errs, errors.New("olt_poll_seconds and olt_backup_hours must be -1 (off), 0 (default) or positive; olt_backup_keep 0 or positive"))
 	}
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":

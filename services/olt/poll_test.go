@@ -1,0 +1,89 @@
+package olt_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"routerd.dev/services/olt"
+	"routerd.dev/services/olt/sim"
+)
+
+// waitEvent returns the data of the next event of kind, skipping others.
+func waitEvent(t *testing.T, sub *nats.Subscription, kind string) map[string]any {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		m, err := sub.NextMsg(time.Until(deadline))
+		if err != nil {
+			break
+		}
+		var ev struct {
+			Kind string
+			Data map[string]any
+		}
+		_ = json.Unmarshal(m.Data, &ev)
+		if ev.Kind == kind {
+			return ev.Data
+		}
+	}
+	t.Fatalf("no %s event", kind)
+	return nil
+}
+
+func TestPollerEvents(t *testing.T) {
+	r := start(t)
+	r.register(t, "lab", nil)
+	sub, err := r.env.NC.SubscribeSync("router.events.olt.>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The ONT of the rig's autofind list, provisioned and online.
+	envelope(t, r.do(t, "POST", "/olt/vlan-add", map[string]any{"vlan": 100}, nil), "vlan-add", 200)
+	envelope(t, r.do(t, "POST", "/olt/ont-add", map[string]any{"port": simPort, "sn": simSN, "vlan": 100, "down_kbps": 10000, "up_kbps": 5000}, nil), "ont-add", 200)
+
+	o := olt.New(olt.Deps{NC: r.env.NC, KV: r.env.KV, StateDir: r.state, PollEvery: 40 * time.Millisecond, BackupEvery: -1})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { o.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	// The first round learns; wait until a second has begun.
+	base := r.sim.OLT(0).Received("display ont autofind")
+	deadline := time.Now().Add(10 * time.Second)
+	for r.sim.OLT(0).Received("display ont autofind") < base+2 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+
+	r.sim.OLT(0).PlugONT(sim.AutofindONT{Port: "0/1/1", SN: "48575443DDEEFF01"})
+	if d := waitEvent(t, sub, olt.EventONTFound); d["sn"] != "48575443DDEEFF01" || d["port"] != "0/1/1" || d["olt"] != "lab" {
+		t.Errorf("ont.found %v", d)
+	}
+	r.sim.OLT(0).SetONTOnline(simSN, false)
+	if d := waitEvent(t, sub, olt.EventONTOffline); d["sn"] != simSN || d["port"] != simPort {
+		t.Errorf("ont.offline %v", d)
+	}
+	r.sim.OLT(0).SetONTOnline(simSN, true)
+	if d := waitEvent(t, sub, olt.EventONTOnline); d["sn"] != simSN {
+		t.Errorf("ont.online %v", d)
+	}
+	// An OLT that does not answer: once unreachable, not once per round.
+	r.register(t, "gone", map[string]any{"host": "127.0.0.1", "port": 1})
+	if d := waitEvent(t, sub, olt.EventOLTUnreachable); d["olt"] != "gone" {
+		t.Errorf("olt.unreachable %v", d)
+	}
+	time.Sleep(200 * time.Millisecond) // several rounds; what is tested is that they stay quiet
+	for {
+		m, err := sub.NextMsg(50 * time.Millisecond)
+		if err != nil {
+			break
+		}
+		var ev struct{ Kind string }
+		_ = json.Unmarshal(m.Data, &ev)
+		if ev.Kind == olt.EventOLTUnreachable {
+			t.Error("olt.unreachable repeated")
+		}
+	}
+}
