@@ -1,0 +1,135 @@
+package e2e
+
+import (
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestLabBackupRestore: plans and routes configured, a version saved, a
+// change shown by config-diff, GET /backup; the state destroyed (routerd
+// stopped, its state directory wiped, started fresh); POST /restore with the
+// archive brings every plan and route back, with the kernel's routes as
+// before; restoring undo_file returns to the fresh router.
+func TestLabBackupRestore(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("end-to-end: routerd --lab needs root to create network namespaces")
+	}
+	bin, prefix := binary(t), uniquePrefix()
+	state := filepath.Join(t.TempDir(), "state")
+	r := startLab(t, bin, prefix, state)
+	fresh := r.must("GET", "/routes", nil, 200)["managed"].([]any)
+
+	r.must("POST", "/plans", map[string]any{"name": "gold", "down_mbps": 500, "up_mbps": 100}, 201)
+	r.must("POST", "/plans", map[string]any{"name": "silver", "down_mbps": 100, "up_mbps": 20}, 201)
+	r.must("POST", "/routes", map[string]any{"prefix": "10.50.0.0/16", "via": "198.18.0.1", "comment": "pop"}, 201)
+	r.must("POST", "/routes", map[string]any{"prefix": "2001:db8:50::/48", "via": "2001:db8:ffff::1"}, 201)
+
+	saved := r.must("POST", "/api?action=config-save&comment=configured", nil, 201)
+	if saved["version"].(float64) != 1 {
+		t.Fatalf("config-save: %v", saved)
+	}
+	if st, _ := r.call("GET", "/api?action=config-save", nil); st != 405 {
+		t.Errorf("GET config-save: %d", st)
+	}
+	if s := r.must("GET", "/api?action=config-status", nil, 200); s["unsaved"] != false {
+		t.Errorf("config-status after save: %v", s)
+	}
+	r.must("POST", "/plans", map[string]any{"name": "bronze", "down_mbps": 10, "up_mbps": 5}, 201)
+	d := r.must("GET", "/api?action=config-diff&from=1", nil, 200)
+	if !strings.Contains(d["diff"].(string), `+            "name": "bronze",`) {
+		t.Errorf("config-diff: %v", d)
+	}
+	r.must("POST", "/api?action=config-save", map[string]any{"comment": "bronze too"}, 201)
+
+	v4, v6 := r.inRouter("ip", "route", "show", "proto", "213"), r.inRouter("ip", "-6", "route", "show", "proto", "213")
+	if !strings.Contains(v4, "10.50.0.0/16 via 198.18.0.1") || !strings.Contains(v6, "2001:db8:50::/48 via 2001:db8:ffff::1") {
+		t.Fatalf("kernel routes:\n%s%s", v4, v6)
+	}
+	plans := sysPlanNames(t, r)
+
+	req, _ := http.NewRequest("GET", r.url+"/backup", nil)
+	req.Header.Set("X-API-Key", r.key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	archive, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "application/gzip" ||
+		!strings.Contains(resp.Header.Get("Content-Disposition"), ".tar.gz") {
+		t.Fatalf("backup: %d %v %.300s", resp.StatusCode, resp.Header, archive)
+	}
+	file := filepath.Join(t.TempDir(), "backup.tar.gz")
+	if err := os.WriteFile(file, archive, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if doc := r.must("GET", "/doctor", nil, 200); doc["findings"] == nil {
+		t.Errorf("doctor: %v", doc)
+	}
+
+	// Destroy the state and start fresh.
+	r.stop()
+	if err := os.RemoveAll(state); err != nil {
+		t.Fatal(err)
+	}
+	r = startLab(t, bin, prefix, state)
+	if got := sysPlanNames(t, r); got != "" {
+		t.Fatalf("fresh router has plans %s", got)
+	}
+	if r.inRouter("ip", "route", "show", "proto", "213") != "" {
+		t.Fatalf("fresh router has routes")
+	}
+
+	res := r.must("POST", "/restore", map[string]any{"file": file}, 200)
+	docs := strings.Join(sysStrings(res["documents"]), ",")
+	if !strings.Contains(docs, "etc/plans.json") || !strings.Contains(docs, "etc/routes.json") || res["undo_version"].(float64) != 1 {
+		t.Fatalf("restore: %v", res)
+	}
+	if got := sysPlanNames(t, r); got != plans {
+		t.Errorf("plans after restore: %s, want %s", got, plans)
+	}
+	if got := r.inRouter("ip", "route", "show", "proto", "213"); got != v4 {
+		t.Errorf("ip route after restore:\n%s\nwant\n%s", got, v4)
+	}
+	if got := r.inRouter("ip", "-6", "route", "show", "proto", "213"); got != v6 {
+		t.Errorf("ip -6 route after restore:\n%s\nwant\n%s", got, v6)
+	}
+	if s := r.must("GET", "/api?action=config-status", nil, 200); s["latest"].(float64) != 1 || s["unsaved"] != true {
+		t.Errorf("config-status after restore: %v", s)
+	}
+
+	// Undo: back to the fresh router.
+	r.must("POST", "/restore", map[string]any{"file": res["undo_file"]}, 200)
+	if got := sysPlanNames(t, r); got != "" {
+		t.Errorf("plans after undo: %s", got)
+	}
+	if got := r.inRouter("ip", "route", "show", "proto", "213"); got != "" {
+		t.Errorf("routes after undo:\n%s", got)
+	}
+	if got := r.must("GET", "/routes", nil, 200)["managed"].([]any); len(got) != len(fresh) {
+		t.Errorf("managed routes after undo: %v", got)
+	}
+}
+
+func sysPlanNames(t *testing.T, r *routerd) string {
+	t.Helper()
+	var out []string
+	for _, p := range r.must("GET", "/plans", nil, 200)["plans"].([]any) {
+		out = append(out, p.(map[string]any)["name"].(string))
+	}
+	return strings.Join(out, ",")
+}
+
+func sysStrings(v any) []string {
+	var out []string
+	l, _ := v.([]any)
+	for _, e := range l {
+		s, _ := e.(string)
+		out = append(out, s)
+	}
+	return out
+}
