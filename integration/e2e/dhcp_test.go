@@ -90,3 +90,66 @@ func TestLabServedNetworks(t *testing.T) {
 	r.must("POST", "/dhcp/other", nil, 404)
 	r.must("GET", "/api?action=remove-net&iface=sub0", nil, 200)
 }
+
+// TestLabDHCPv6PDAndDNS drives the DHCPv6, prefix delegation, DNS and
+// option 82 endpoints of routerd --lab over HTTP, REST and action forms.
+func TestLabDHCPv6PDAndDNS(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("end-to-end: routerd --lab needs root to create network namespaces")
+	}
+	r := startLab(t, binary(t), uniquePrefix(), t.TempDir())
+
+	pd := r.must("GET", "/pd", nil, 200)
+	c := pd["capacity"].(map[string]any)
+	if pd["pool"] != "2001:db8:7700::/40" || pd["prefix_len"].(float64) != 56 || c["prefixes_total"].(float64) != 65536 ||
+		c["prefixes_used"].(float64) != 256 || pd["per_vlan"].(map[string]any)["sub0"] == nil {
+		t.Errorf("GET /pd: %v", pd)
+	}
+	r.must("GET", "/api?action=pd-list", nil, 200)
+	r.must("POST", "/pd", map[string]any{"iface": "sub0", "size": 3}, 400)
+	r.must("POST", "/pd/resize", map[string]any{"iface": "sub0", "size": 256}, 409)
+	if m := r.must("POST", "/pd", map[string]any{"iface": "sub0", "size": 512}, 201); m["replaced"] == nil || m["warning"] == nil {
+		t.Errorf("POST /pd with a new size: %v", m)
+	}
+	if m := r.must("GET", "/pd/sync?dry=1", nil, 200); m["dry_run"] != true {
+		t.Errorf("GET /pd/sync: %v", m)
+	}
+	r.must("GET", "/api?action=pd-sync&dry=1", nil, 200)
+	r.must("POST", "/pd/assign", map[string]any{"mac": "02:00:00:00:00:99"}, 404)
+	r.must("DELETE", "/pd", map[string]any{"iface": "sub0"}, 200)
+	r.must("DELETE", "/pd", map[string]any{"iface": "sub0"}, 404)
+
+	if m := r.must("GET", "/net6/lease?valid=100", nil, 400); m["field"] != "valid" {
+		t.Errorf("valid 100: %v", m)
+	}
+	if m := r.must("POST", "/net6/lease", map[string]any{"valid": 7200}, 200); len(m["changed"].([]any)) == 0 {
+		t.Errorf("POST /net6/lease: %v", m)
+	}
+	r.must("POST", "/net6", map[string]any{"iface": "sub0"}, 201)
+	r.must("GET", "/api?action=net6-pool&iface=sub0&start=2001:db8:77::2000&end=2001:db8:77::2fff", nil, 200)
+	r.must("GET", "/api?action=net6-dns&servers=2001:db8:77::53", nil, 200)
+
+	if m := r.must("POST", "/dns", map[string]any{"v4": "9.9.9.9, 149.112.112.112", "domain": "isp.example"}, 200); m["status"] == nil {
+		t.Errorf("POST /dns: %v", m)
+	}
+	r.must("POST", "/dns/sub0", map[string]any{"v6": []string{"2001:db8:77::54"}}, 200)
+	d := r.must("GET", "/dns", nil, 200)
+	if len(d["effective"].([]any)) != 1 || d["per_vlan"].(map[string]any)["ipv6"].(map[string]any)["2001:db8:77::/64"] == nil {
+		t.Errorf("GET /dns: %v", d)
+	}
+	r.must("DELETE", "/dns/sub0", nil, 200)
+	r.must("DELETE", "/dns/sub0", nil, 404)
+	r.must("DELETE", "/dns", map[string]any{"global": "v4"}, 200)
+	r.must("DELETE", "/dns", map[string]any{"global": "v4"}, 404)
+	r.must("DELETE", "/dns", map[string]any{"global": "v5"}, 400)
+	r.must("GET", "/api?action=dns-list", nil, 200)
+
+	r.must("POST", "/option82", map[string]any{"enable": true}, 200)
+	if m := r.must("GET", "/option82", nil, 200); m["capture_enabled"] != true {
+		t.Errorf("GET /option82: %v", m)
+	}
+	r.must("GET", "/api?action=option82", nil, 200)
+	if m := r.must("DELETE", "/net6", map[string]any{"iface": "sub0"}, 200); m["radvd"] == nil {
+		t.Errorf("DELETE /net6: %v", m)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"sort"
+	"time"
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
@@ -14,6 +15,7 @@ import (
 	"routerd.dev/proto/api"
 	"routerd.dev/services/dhcp/config"
 	"routerd.dev/shared/apierr"
+	"routerd.dev/shared/bus"
 	"routerd.dev/shared/store"
 )
 
@@ -198,7 +200,7 @@ func (s *Service) deleteNet(ctx context.Context, in *api.NetIface) (*api.NetAnsw
 			if n.Iface != in.Iface {
 				continue
 			}
-			if k := eng.reservedIn(n.Prefix); k > 0 {
+			if k := max(eng.reservedIn(n.Prefix), s.registeredIn(ctx, n.Prefix)); k > 0 {
 				return apierr.Conflict("cannot remove, %d clients registered on the interface, delete them first", k).
 					With("clients", k)
 			}
@@ -307,4 +309,19 @@ func (s *Service) changeConfig(ctx context.Context, fn func(*config.Config) erro
 	s.setState(ConfigState{Revision: newRev, Source: "stored"})
 	s.saveApplied(ctx, newRev, next)
 	return nil
+}
+
+// registeredIn asks the subscribers service how many clients it has in p
+// (its clients.summary per network); 0 when it does not answer or does
+// not count per network yet. The reservations the engine holds are the
+// other source: subscribers writes them through the reservations
+// operations.
+func (s *Service) registeredIn(ctx context.Context, p netip.Prefix) int {
+	ctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	defer cancel()
+	sum, err := bus.Invoke(ctx, s.d.NC, api.ClientsSummary, &api.None{})
+	if err != nil {
+		return 0
+	}
+	return int(sum.PerNetwork[p.String()])
 }
