@@ -139,7 +139,18 @@ func TestServedNetworksOverTheBus(t *testing.T) {
 		t.Fatalf("udhcpc leased %v", dyn.Addr)
 	}
 
-	// A reservation through the bus operation: served at the next DISCOVER.
+	// A reservation through the bus operation: served at the next DISCOVER,
+	// by the same listener (a reopened one would count from zero again).
+	received := func() uint64 {
+		for _, l := range eng.Listeners() {
+			if l.Listener == "4|"+tp.srvIf {
+				return l.Received
+			}
+		}
+		t.Fatalf("no listener on %s: %+v", tp.srvIf, eng.Listeners())
+		return 0
+	}
+	before := received()
 	r, err := bus.Invoke(ctx, env.NC, api.ReservationPutClient, &api.ClientReservation{MAC: "02-aa-00-00-01-02", IP: "10.77.0.50", Hostname: "cpe2"})
 	if err != nil || r.Code != 201 || r.Client.MAC != "02:AA:00:00:01:02" {
 		t.Fatalf("reservation: %+v %v", r, err)
@@ -153,6 +164,9 @@ func TestServedNetworksOverTheBus(t *testing.T) {
 	udhcpc("02:aa:00:00:01:02")
 	if l := waitLeaseOf(t, eng, "02:AA:00:00:01:02"); l.Addr.String() != "10.77.0.50" || l.Hostname != "cpe2" {
 		t.Fatalf("reserved client leased %+v", l)
+	}
+	if after := received(); after <= before {
+		t.Errorf("listener counted %d requests before the reservation and %d after: it was reopened", before, after)
 	}
 	if b := readFile(t, hookLog); !strings.Contains(b, "10.77.0.50") {
 		t.Errorf("udhcpc hook saw:\n%s", b)
