@@ -24,7 +24,7 @@ TEST_P ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 1) * 2 )))
 # tier (deploy/vm: Debian's kernel under QEMU, the host's binaries over 9p).
 VM_PKGS := ./services/netcfg/link/ ./services/netcfg/ ./integration/e2e/
 
-.PHONY: all build run run-vm test lint unit race vm e2e bench bench-dhcp deps clean openapi
+.PHONY: all build run run-vm test lint unit race vm e2e bench bench-dhcp deps clean openapi bench-vlan
 
 all: build
 
@@ -76,6 +76,11 @@ e2e: build
 bench:
 	go test -run '^$$' -bench . -benchtime 3s ./integration/bench/
 	-go test -run '^$$' -bench . ./services/olt/...
+
+## bench-vlan: 4,000 C-VLANs with addresses through the API, restart reconcile, against ip -batch, in the VM.
+bench-vlan:
+	VM_RUN='^TestFullKernelBenchVLANs$$' VM_ENV='ROUTERD_BENCH_VLANS=$(or $(VLANS),4000)' VM_TEST_TIMEOUT=30m VM_TIMEOUT=2400 VM_MEM=3072 \
+		deploy/vm/gotest.sh ./services/netcfg/ 2>&1 | tr -d '\r' | grep -E '^(=== VM|--- |    vlanbench|PASS|FAIL|VM-RESULT|panic)'
 
 ## bench-dhcp: our DHCP engine against ISC Kea with perfdhcp, side by side.
 bench-dhcp:

@@ -4,6 +4,8 @@
 # their tests named TestFullKernel* (VLAN, QinQ and bond links this
 # machine's kernel may lack). Exits non-zero when any fails.
 #   deploy/vm/gotest.sh ./services/netcfg/link/ [more packages]
+# VM_RUN narrows the tests (a -test.run pattern); VM_ENV passes NAME=value
+# pairs into the guest.
 set -eu
 D=$(cd "$(dirname "$0")" && pwd)
 "$D/setup.sh"
@@ -16,6 +18,7 @@ guest=$work/guest.sh
 	echo 'export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'
 	echo 'fail=0'
 	[ -n "${ROUTERD_BIN:-}" ] && echo "export ROUTERD_BIN=$ROUTERD_BIN"
+	for kv in ${VM_ENV:-}; do echo "export $kv"; done
 	echo 'mkdir -p /run/netns; ip link set lo up'
 } > "$guest"
 i=0
@@ -24,7 +27,7 @@ for pkg in "$@"; do
 	bin=$work/t$i.test
 	go test -c -o "$bin" "$pkg"
 	[ -f "$bin" ] || continue # no tests
-	echo "echo '=== VM: $pkg'; (cd $(cd "$pkg" && pwd) && $bin -test.run '^TestFullKernel' -test.v -test.timeout 300s) || fail=1" >> "$guest"
+	echo "echo '=== VM: $pkg'; (cd $(cd "$pkg" && pwd) && $bin -test.run '${VM_RUN:-^TestFullKernel}' -test.v -test.timeout ${VM_TEST_TIMEOUT:-300s}) || fail=1" >> "$guest"
 done
 echo '[ $fail = 0 ] && echo "VM-RESULT: OK" || echo "VM-RESULT: FAIL"' >> "$guest"
 chmod +x "$guest"

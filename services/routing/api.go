@@ -227,7 +227,7 @@ func (s *Service) get(ctx context.Context, q *api.BGPQuery) (*api.BGPView, error
 			AcceptDefault: cur.OSPF.AcceptDefault, Interfaces: []api.OSPFIface{}, Neighbors: []api.OSPFNeighbor{}, Protocols: []api.RoutingProtocol{}},
 		RPKI: api.RPKIView{Enabled: cur.RPKI},
 	}
-	live := s.live(ctx, cur.RPKI && cur.Enabled)
+	live := s.live(ctx)
 	v.Installed = live.installed
 	if live.err != nil {
 		e := live.err.Error()
@@ -277,17 +277,20 @@ func (s *Service) get(ctx context.Context, q *api.BGPQuery) (*api.BGPView, error
 		}
 	}
 	if r, ok := live.protos[conf.ProtoRPKI]; ok {
-		data := r.Info
+		// data: the cache session's state; age_s: since the last update
+		// from the cache; stale: no data, the session down, or no update
+		// for two refresh periods.
+		data := r.Status
 		if data == "" {
 			data = r.State
 		}
 		v.RPKI.Status.Data = &data
-		v.RPKI.Status.VRPs = live.vrps
-		v.RPKI.Status.Stale = r.State != "up"
-		if t, err := time.ParseInLocation("2006-01-02 15:04:05", r.Since, time.Local); err == nil {
-			age := int64(time.Since(t).Seconds())
+		v.RPKI.Status.VRPs = r.Imported
+		if r.LastUpdateS >= 0 {
+			age := int64(r.LastUpdateS)
 			v.RPKI.Status.AgeS = &age
 		}
+		v.RPKI.Status.Stale = r.State != "up" || r.LastUpdateS < 0 || r.LastUpdateS > 2*conf.RPKIRefresh.Seconds()
 	}
 	return v, nil
 }
@@ -298,12 +301,11 @@ type liveState struct {
 	protos    map[string]bird.Protocol
 	bfd       map[string]string
 	neighbors []bird.Neighbor
-	vrps      int64
 }
 
 // live asks the daemon for its protocols, BFD sessions and OSPF
 // neighbours.
-func (s *Service) live(ctx context.Context, rpki bool) liveState {
+func (s *Service) live(ctx context.Context) liveState {
 	ls := liveState{protos: map[string]bird.Protocol{}, bfd: map[string]string{}}
 	if _, err := s.daemon.Installed(); err != nil {
 		ls.err = err
@@ -328,13 +330,6 @@ func (s *Service) live(ctx context.Context, rpki bool) liveState {
 	if _, ok := ls.protos[conf.ProtoOSPF]; ok {
 		if lines, err := bird.Cmd(cctx, s.daemon.Socket(), "show ospf neighbors"); err == nil {
 			ls.neighbors = bird.ParseOSPFNeighbors(lines)
-		}
-	}
-	if rpki {
-		for _, t := range []string{"rpki4", "rpki6"} {
-			if lines, err := bird.Cmd(cctx, s.daemon.Socket(), "show route table "+t+" count"); err == nil {
-				ls.vrps += bird.ParseCount(lines)
-			}
 		}
 	}
 	return ls

@@ -16,6 +16,7 @@ import (
 
 	"routerd.dev/proto/api"
 	pb "routerd.dev/proto/bus"
+	"routerd.dev/proto/event"
 	"routerd.dev/services/routing"
 	"routerd.dev/services/routing/bird"
 	"routerd.dev/shared/bus"
@@ -75,13 +76,10 @@ func link(t *testing.T, r, u *netns.NS) {
 // peerBird runs the upstream's BIRD in u: AS 65000, sends a default route
 // and 8.8.8.0/24 (which a default-route peer must filter), accepts all.
 func peerBird(t *testing.T, u *netns.NS) string {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "peer")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	cfg := `router id 198.18.0.1;
+	return peerBirdWith(t, u, peerConf)
+}
+
+const peerConf = `router id 198.18.0.1;
 timeformat protocol iso long;
 protocol device {}
 protocol static st { ipv4; route 0.0.0.0/0 blackhole; route 8.8.8.0/24 blackhole; }
@@ -93,6 +91,14 @@ protocol bgp customer {
   ipv4 { import all; export all; };
 }
 `
+
+func peerBirdWith(t *testing.T, u *netns.NS, cfg string) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "peer")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
 	conf := filepath.Join(dir, "bird.conf")
 	sock := filepath.Join(dir, "bird.ctl")
 	if err := os.WriteFile(conf, []byte(cfg), 0o600); err != nil {
@@ -221,6 +227,7 @@ func birdShowErr(sock, cmd string) (string, error) {
 // the pending rules hold (pending=true, 409 meanwhile, confirm, undo).
 func TestBGPWithRealPeer(t *testing.T) {
 	needBird(t)
+	t.Parallel()
 	r, u := testenv.Netns(t), testenv.Netns(t)
 	link(t, r, u)
 	peerSock := peerBird(t, u)
@@ -263,6 +270,12 @@ func TestBGPWithRealPeer(t *testing.T) {
 		t.Errorf("unknown op: %d, want 404", st)
 	}
 
+	events, err := env.NC.SubscribeSync(event.Subject(routing.Name, ">"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer events.Unsubscribe()
+
 	// Turning BGP on waits for confirm.
 	a := call(t, env, api.BGPSetOp, map[string]any{"enabled": true}, 200)
 	if a["pending"] != true || a["deadline"] == nil {
@@ -287,6 +300,20 @@ func TestBGPWithRealPeer(t *testing.T) {
 		}
 		return nil
 	})
+	// Events: the change, its confirm, the session going up.
+	seen := map[string]bool{}
+	for !seen[api.EventBGPChanged] || !seen[api.EventBGPConfirmed] || !seen["up"] {
+		msg, err := events.NextMsg(10 * time.Second)
+		if err != nil {
+			t.Fatalf("events seen %v: %v", seen, err)
+		}
+		var ev event.Event
+		_ = json.Unmarshal(msg.Data, &ev)
+		seen[ev.Kind] = true
+		if ev.Kind == api.EventBGPSession && strings.Contains(string(ev.Data), `"up":true`) && strings.Contains(string(ev.Data), `"peer":"up-1"`) {
+			seen["up"] = true
+		}
+	}
 	v = call(t, env, api.BGPGet, nil, 200)
 	p := peerOf(t, v, "up-1")
 	if p["password_set"] != true || p["since"] == nil || p["best"].(float64) != 1 || p["max_prefix"].(float64) != 16 {
@@ -372,6 +399,7 @@ func TestBGPWithRealPeer(t *testing.T) {
 // otherwise.
 func TestUnconfirmedChangeUndone(t *testing.T) {
 	needBird(t)
+	t.Parallel()
 	ns := testenv.Netns(t)
 	env := testenv.Start(t)
 	dir := t.TempDir()
@@ -428,4 +456,136 @@ func TestUnconfirmedChangeUndone(t *testing.T) {
 		t.Fatalf("the undone prefix is still in bird.conf (%v):\n%s", err, file)
 	}
 	r.stop()
+}
+
+// TestOSPFAndBFD: OSPF reaches Full with a BIRD on the other side of the
+// veth pair, and a BGP peer with bfd on shows its BFD session Up.
+func TestOSPFAndBFD(t *testing.T) {
+	needBird(t)
+	t.Parallel()
+	r, u := testenv.Netns(t), testenv.Netns(t)
+	link(t, r, u)
+	// The peer ends its OSPF wait timer after 2 s and declares itself DR,
+	// which ends ours too (BackupSeen): Full in seconds, not 40.
+	peerBirdWith(t, u, `router id 198.18.0.1;
+protocol device {}
+protocol static st { ipv4; route 0.0.0.0/0 blackhole; }
+protocol bfd { interface "eth0" { min rx interval 100 ms; min tx interval 100 ms; }; }
+protocol bgp customer {
+  local as 65000;
+  neighbor 198.18.0.2 as 65010;
+  direct;
+  bfd on;
+  ipv4 { import all; export all; };
+}
+protocol ospf v2 o {
+  ipv4 { import all; export none; };
+  area 0 { interface "eth0" { cost 10; wait 2; priority 10; }; };
+}
+`)
+	env := testenv.Start(t)
+	start(t, env, r, t.TempDir(), time.Minute)
+
+	call(t, env, api.BGPSetOp, map[string]any{"asn": 65010, "router_id": "198.18.0.2"}, 200)
+	call(t, env, api.BGPPeerAddOp, map[string]any{"name": "up1", "ip": "198.18.0.1", "asn": 65000, "bfd": true}, 200)
+	call(t, env, api.OSPFIfAddOp, map[string]any{"name": "up0", "cost": 20}, 200)
+	call(t, env, api.OSPFIfAddOp, map[string]any{"name": "lo", "passive": true}, 200)
+	if a := call(t, env, api.OSPFSetOp, map[string]any{"enabled": true, "area": "0"}, 200); a["pending"] != true {
+		t.Fatalf("ospf-set: %v", a)
+	}
+	call(t, env, api.BGPConfirmOp, nil, 200)
+	if a := call(t, env, api.BGPSetOp, map[string]any{"enabled": true}, 200); a["pending"] != true {
+		t.Fatalf("set enabled: %v", a)
+	}
+	call(t, env, api.BGPConfirmOp, nil, 200)
+
+	testenv.Eventually(t, 40*time.Second, func() error {
+		v := call(t, env, api.BGPGet, nil, 200)
+		o := v["ospf"].(map[string]any)
+		ifs := o["interfaces"].([]any)
+		if len(ifs) != 2 || ifs[0].(map[string]any)["neighbors_full"].(float64) != 1 {
+			return fmt.Errorf("ospf interfaces: %v neighbours %v", ifs, o["neighbors"])
+		}
+		n := o["neighbors"].([]any)[0].(map[string]any)
+		if n["router_id"] != "198.18.0.1" || n["iface"] != "up0" || n["ip"] != "198.18.0.1" {
+			return fmt.Errorf("neighbour: %v", n)
+		}
+		if ps := o["protocols"].([]any); len(ps) != 1 || ps[0].(map[string]any)["state"] != "up" {
+			return fmt.Errorf("protocols: %v", ps)
+		}
+		p := peerOf(t, v, "up1")
+		if p["state"] != "Established" || p["bfd_state"] != "Up" {
+			return fmt.Errorf("peer: %v", p)
+		}
+		return nil
+	})
+}
+
+// TestRPKI: with rpki on, BIRD validates origins against an RTR cache
+// (stayrtr, in the router namespace, fed by a VRP file): a full-table
+// upstream's route whose origin the VRPs contradict is dropped, one
+// without a VRP is kept, and GET /bgp reports the data.
+func TestRPKI(t *testing.T) {
+	needBird(t)
+	t.Parallel()
+	if _, err := exec.LookPath("stayrtr"); err != nil {
+		t.Skip("stayrtr (Debian package stayrtr) is not installed")
+	}
+	r, u := testenv.Netns(t), testenv.Netns(t)
+	link(t, r, u)
+	peerBirdWith(t, u, `router id 198.18.0.1;
+protocol device {}
+protocol static st { ipv4; route 8.8.8.0/24 blackhole; route 9.9.9.0/24 blackhole; }
+protocol bgp customer {
+  local as 65000;
+  neighbor 198.18.0.2 as 65010;
+  direct;
+  ipv4 { import all; export all; };
+}
+`)
+	// The VRP file: 8.8.8.0/24 may only come from AS15169.
+	vrps := filepath.Join(t.TempDir(), "vrps.json")
+	if err := os.WriteFile(vrps, []byte(`{"roas":[{"prefix":"8.8.8.0/24","maxLength":24,"asn":"AS15169","ta":"test"}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rtr := exec.Command("nsenter", "--net="+r.Path(), "stayrtr", "-cache", vrps, "-bind", "127.0.0.1:8282",
+		"-checktime=false", "-metrics.addr", "", "-refresh", "600")
+	var rtrOut strings.Builder
+	rtr.Stdout, rtr.Stderr = &rtrOut, &rtrOut
+	if err := rtr.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rtr.Process.Kill(); _ = rtr.Wait() })
+
+	env := testenv.Start(t)
+	dir := t.TempDir()
+	start(t, env, r, dir, time.Minute)
+	call(t, env, api.BGPSetOp, map[string]any{"asn": 65010, "router_id": "198.18.0.2", "rpki": true}, 200)
+	call(t, env, api.BGPPeerAddOp, map[string]any{"name": "transit", "ip": "198.18.0.1", "asn": 65000, "routes": "full"}, 200)
+	call(t, env, api.BGPSetOp, map[string]any{"enabled": true}, 200)
+	call(t, env, api.BGPConfirmOp, nil, 200)
+
+	testenv.Eventually(t, 30*time.Second, func() error {
+		v := call(t, env, api.BGPGet, nil, 200)
+		st := v["rpki"].(map[string]any)["status"].(map[string]any)
+		if st["vrps"].(float64) != 1 || st["data"] != "Established" || st["stale"] != false || st["age_s"] == nil {
+			return fmt.Errorf("rpki status: %v (stayrtr: %s)", st, rtrOut.String())
+		}
+		p := peerOf(t, v, "transit")
+		if p["state"] != "Established" || p["received"].(float64) != 2 || p["filtered"].(float64) != 1 || p["best"].(float64) != 1 {
+			return fmt.Errorf("peer: %v", p)
+		}
+		return nil
+	})
+	if out := birdShow(t, filepath.Join(dir, "bird.ctl"), "show route 8.8.8.0/24 filtered"); !strings.Contains(out, "8.8.8.0/24") {
+		t.Errorf("8.8.8.0/24 is not among the filtered routes:\n%s", out)
+	}
+	nl, _ := r.Netlink()
+	defer nl.Close()
+	if rs, err := nl.RouteGet([]byte{9, 9, 9, 9}); err != nil || rs[0].Gw.String() != "198.18.0.1" {
+		t.Errorf("9.9.9.0/24 (no VRP) not installed: %v %v", rs, err)
+	}
+	if rs, err := nl.RouteGet([]byte{8, 8, 8, 8}); err == nil && rs[0].Gw != nil {
+		t.Errorf("8.8.8.0/24 (RPKI invalid) installed: %v", rs)
+	}
 }

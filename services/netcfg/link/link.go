@@ -10,6 +10,7 @@ package link
 import (
 	"errors"
 	"fmt"
+	"net"
 	"regexp"
 	"sort"
 	"strconv"
@@ -109,7 +110,7 @@ var ErrUnsupported = errors.New("this kernel cannot create VLAN links (802.1Q su
 func (m *Manager) Apply(desired []VLAN) ([]Change, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	live, err := m.live()
+	live, index, err := m.live()
 	if err != nil {
 		return nil, err
 	}
@@ -175,9 +176,11 @@ func (m *Manager) Apply(desired []VLAN) ([]Change, error) {
 			}
 			continue
 		}
-		if err := m.add(w); err != nil {
+		idx, err := m.add(w, index[w.Parent])
+		if err != nil {
 			return changes, err
 		}
+		index[name] = idx
 		if why, ok := recreate[name]; ok {
 			changes = append(changes, Change{Op: "recreate", Name: name, Why: why})
 		} else {
@@ -199,7 +202,7 @@ func (m *Manager) Ensure(v VLAN) ([]Change, error) {
 	defer m.mu.Unlock()
 	l, err := m.nl.LinkByName(v.Name)
 	if err != nil {
-		if err := m.add(v); err != nil {
+		if _, err := m.add(v, 0); err != nil {
 			return nil, err
 		}
 		return []Change{{Op: "add", Name: v.Name}}, nil
@@ -212,7 +215,7 @@ func (m *Manager) Ensure(v VLAN) ([]Change, error) {
 		if err := m.nl.LinkDel(l); err != nil {
 			return nil, fmt.Errorf("delete %s: %w", v.Name, err)
 		}
-		if err := m.add(v); err != nil {
+		if _, err := m.add(v, 0); err != nil {
 			return nil, err
 		}
 		return []Change{{Op: "recreate", Name: v.Name, Why: why}}, nil
@@ -243,36 +246,34 @@ func (m *Manager) Remove(name string) error {
 	return nil
 }
 
-func (m *Manager) add(v VLAN) error {
-	parent, err := m.nl.LinkByName(v.Parent)
-	if err != nil {
-		return fmt.Errorf("%s: parent %s: %w", v.Name, v.Parent, err)
+// add creates v on the parent of that index (0: looked up by name) and
+// returns the new link's index.
+func (m *Manager) add(v VLAN, parentIndex int) (int, error) {
+	if parentIndex == 0 {
+		parent, err := m.nl.LinkByName(v.Parent)
+		if err != nil {
+			return 0, fmt.Errorf("%s: parent %s: %w", v.Name, v.Parent, err)
+		}
+		parentIndex = parent.Attrs().Index
 	}
 	proto := netlink.VLAN_PROTOCOL_8021Q
 	if v.Protocol == Dot1AD {
 		proto = netlink.VLAN_PROTOCOL_8021AD
 	}
-	l := &netlink.Vlan{LinkAttrs: netlink.LinkAttrs{Name: v.Name, ParentIndex: parent.Attrs().Index}, VlanId: v.ID, VlanProtocol: proto}
+	// One RTM_NEWLINK carries the mark and the up flag: the link never
+	// exists unmarked, and a refused add leaves nothing behind.
+	attrs := netlink.LinkAttrs{Name: v.Name, ParentIndex: parentIndex, Alias: Alias}
+	if v.Up {
+		attrs.Flags = net.FlagUp
+	}
+	l := &netlink.Vlan{LinkAttrs: attrs, VlanId: v.ID, VlanProtocol: proto}
 	if err := m.nl.LinkAdd(l); err != nil {
 		if errors.Is(err, errNotSupported) {
-			return ErrUnsupported
+			return 0, ErrUnsupported
 		}
-		return fmt.Errorf("add %s: %w", v.Name, err)
+		return 0, fmt.Errorf("add %s: %w", v.Name, err)
 	}
-	created, err := m.nl.LinkByName(v.Name)
-	if err == nil {
-		err = m.nl.LinkSetAlias(created, Alias)
-	}
-	if err == nil && v.Up {
-		err = m.setUp(created, true)
-	}
-	if err != nil {
-		// Not marked (or half set up): take it out, so nothing unowned
-		// and nothing half-made is left.
-		_ = m.nl.LinkDel(l)
-		return fmt.Errorf("add %s: %w", v.Name, err)
-	}
-	return nil
+	return l.Attrs().Index, nil
 }
 
 func (m *Manager) setUp(l netlink.Link, up bool) error {
@@ -312,15 +313,18 @@ func (l liveLink) differs(w VLAN) string {
 	return ""
 }
 
-// live lists the namespace's VLAN links by name.
-func (m *Manager) live() (map[string]liveLink, error) {
-	links, err := m.nl.LinkList()
+// live lists the namespace's VLAN links by name, and every link's index
+// by name (parents are looked up there, not asked of the kernel again).
+func (m *Manager) live() (map[string]liveLink, map[string]int, error) {
+	links, err := Links(m.nl)
 	if err != nil {
-		return nil, fmt.Errorf("listing links: %w", err)
+		return nil, nil, fmt.Errorf("listing links: %w", err)
 	}
 	byIndex := map[int]string{}
+	index := map[string]int{}
 	for _, l := range links {
 		byIndex[l.Attrs().Index] = l.Attrs().Name
+		index[l.Attrs().Name] = l.Attrs().Index
 	}
 	out := map[string]liveLink{}
 	for _, l := range links {
@@ -333,7 +337,7 @@ func (m *Manager) live() (map[string]liveLink, error) {
 		}
 		out[a.Name] = ll
 	}
-	return out, nil
+	return out, index, nil
 }
 
 // describe is one link as live lists it, its parent looked up by index.
@@ -369,7 +373,7 @@ type Live struct {
 
 // List returns the VLAN links of the namespace, sorted by name.
 func (m *Manager) List() ([]Live, error) {
-	live, err := m.live()
+	live, _, err := m.live()
 	if err != nil {
 		return nil, err
 	}

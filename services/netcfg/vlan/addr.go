@@ -9,6 +9,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
+	"routerd.dev/services/netcfg/link"
 	"routerd.dev/shared/apierr"
 )
 
@@ -40,22 +41,25 @@ func correct(field, s string) (p netip.Prefix, note string, err error) {
 	return p, "", nil
 }
 
-// liveAddrs lists the global addresses of every link by link name.
+// liveAddrs lists the global addresses of every link by link name: two
+// dumps (links, then every address at once), however many links there are.
 func liveAddrs(nl *netlink.Handle) (map[string][]netip.Prefix, error) {
-	links, err := nl.LinkList()
+	links, err := link.Links(nl)
 	if err != nil {
 		return nil, fmt.Errorf("listing links: %w", err)
 	}
-	out := map[string][]netip.Prefix{}
+	names := make(map[int]string, len(links))
 	for _, l := range links {
-		as, err := nl.AddrList(l, netlink.FAMILY_ALL)
-		if err != nil {
-			return nil, fmt.Errorf("listing addresses of %s: %w", l.Attrs().Name, err)
-		}
-		for _, a := range as {
-			if p, ok := prefixOf(a); ok {
-				out[l.Attrs().Name] = append(out[l.Attrs().Name], p)
-			}
+		names[l.Attrs().Index] = l.Attrs().Name
+	}
+	as, err := link.Addrs(nl, nil, netlink.FAMILY_ALL)
+	if err != nil {
+		return nil, fmt.Errorf("listing addresses: %w", err)
+	}
+	out := map[string][]netip.Prefix{}
+	for _, a := range as {
+		if p, ok := prefixOf(a); ok {
+			out[names[a.LinkIndex]] = append(out[names[a.LinkIndex]], p)
 		}
 	}
 	return out, nil
@@ -92,15 +96,26 @@ func syncAddrs(nl *netlink.Handle, name string, want []netip.Prefix, owned bool)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", name, err)
 	}
-	as, err := nl.AddrList(l, netlink.FAMILY_ALL)
+	as, err := link.Addrs(nl, l, netlink.FAMILY_ALL)
 	if err != nil {
 		return nil, nil, fmt.Errorf("listing addresses of %s: %w", name, err)
 	}
-	have := map[netip.Prefix]bool{}
+	var live []netip.Prefix
 	for _, a := range as {
 		if p, ok := prefixOf(a); ok {
-			have[p] = true
+			live = append(live, p)
 		}
+	}
+	return syncKnown(nl, l, live, want, owned)
+}
+
+// syncKnown is syncAddrs with the link's live addresses already listed
+// (the reconcile lists every address once, not once per link).
+func syncKnown(nl *netlink.Handle, l netlink.Link, live, want []netip.Prefix, owned bool) (added, removed []string, err error) {
+	name := l.Attrs().Name
+	have := map[netip.Prefix]bool{}
+	for _, p := range live {
+		have[p] = true
 	}
 	wanted := map[netip.Prefix]bool{}
 	for _, p := range want {

@@ -13,7 +13,7 @@ import (
 
 // Interfaces answers GET /iface: every link of the namespace.
 func (b *Book) Interfaces(ctx context.Context, _ *api.None) (*api.IfaceList, error) {
-	links, err := b.nl.LinkList()
+	links, err := link.Links(b.nl)
 	if err != nil {
 		return nil, err
 	}

@@ -196,10 +196,26 @@ func nonNil(s []string) []string {
 // conflict finds an address on another interface whose subnet overlaps p:
 // live in the kernel or stored (a disabled VLAN's addresses count).
 func (b *Book) conflict(ctx context.Context, iface string, p netip.Prefix, recs map[string]Record) (string, error) {
-	live, err := liveAddrs(b.nl)
+	// One dump of the addresses; a link's name is looked up only for the
+	// one that conflicts.
+	as, err := link.Addrs(b.nl, nil, netlink.FAMILY_ALL)
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("listing addresses: %w", err)
 	}
+	self := -1
+	if l, err := b.nl.LinkByName(iface); err == nil {
+		self = l.Attrs().Index
+	}
+	for _, a := range as {
+		if q, ok := prefixOf(a); ok && a.LinkIndex != self && q.Overlaps(p) {
+			name := fmt.Sprintf("link %d", a.LinkIndex)
+			if l, err := b.nl.LinkByIndex(a.LinkIndex); err == nil {
+				name = l.Attrs().Name
+			}
+			return fmt.Sprintf("%s on %s", q, name), nil
+		}
+	}
+	live := map[string][]netip.Prefix{}
 	for _, r := range recs {
 		live[r.Name] = append(live[r.Name], r.addrs()...)
 	}
@@ -467,8 +483,25 @@ func (b *Book) Reconcile(ctx context.Context) (changes []string, problems []stri
 	if err != nil {
 		problems = append(problems, err.Error())
 	}
+	live, err := liveAddrs(b.nl)
+	if err != nil {
+		return changes, problems, err
+	}
+	all, err := link.Links(b.nl)
+	if err != nil {
+		return changes, problems, err
+	}
+	byName := make(map[string]netlink.Link, len(all))
+	for _, l := range all {
+		byName[l.Attrs().Name] = l
+	}
 	for _, r := range recs {
-		added, removed, err := syncAddrs(b.nl, r.Name, r.addrs(), true)
+		l, ok := byName[r.Name]
+		if !ok {
+			problems = append(problems, r.Name+": link missing after the reconcile")
+			continue
+		}
+		added, removed, err := syncKnown(b.nl, l, live[r.Name], r.addrs(), true)
 		if err != nil {
 			problems = append(problems, err.Error())
 		}

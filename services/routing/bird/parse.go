@@ -13,6 +13,9 @@ type Protocol struct {
 	BGPState  string
 	LastError string
 	Neighbor  string
+	// RPKI: "Status:" and "Last update: before N s" (-1 when never).
+	Status      string
+	LastUpdateS float64
 	// Summed over the protocol's channels ("Routes:" lines).
 	Imported, Filtered, Exported, Preferred int64
 }
@@ -28,7 +31,7 @@ func ParseProtocols(lines []Line) []Protocol {
 			if len(f) < 4 {
 				continue
 			}
-			p := Protocol{Name: f[0], Proto: f[1], Table: f[2], State: f[3]}
+			p := Protocol{Name: f[0], Proto: f[1], Table: f[2], State: f[3], LastUpdateS: -1}
 			rest := f[4:]
 			// "iso long" since: date and time, two fields.
 			if len(rest) >= 2 && strings.Count(rest[0], "-") == 2 && strings.Contains(rest[1], ":") {
@@ -54,6 +57,14 @@ func ParseProtocols(lines []Line) []Protocol {
 				cur.LastError = v
 			case "Neighbor address":
 				cur.Neighbor = v
+			case "Status":
+				cur.Status = v
+			case "Last update":
+				if f := strings.Fields(v); len(f) >= 2 && f[0] == "before" {
+					if n, err := strconv.ParseFloat(f[1], 64); err == nil {
+						cur.LastUpdateS = n
+					}
+				}
 			case "Routes":
 				for _, part := range strings.Split(v, ",") {
 					f := strings.Fields(part)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"strings"
+	"time"
 )
 
 // Options are what the rendering needs beside the settings.
@@ -37,6 +38,10 @@ const (
 	ProtoRPKI       = "rpki1"
 	ProtoBFD        = "bfd1"
 )
+
+// RPKIRefresh is how often BIRD asks the RTR cache for news; data older
+// than two of these is stale.
+const RPKIRefresh = 600 * time.Second
 
 func quote(s string) string {
 	// BIRD's strings have no escapes: a double quote becomes a single one
@@ -79,7 +84,7 @@ func Render(s Settings, o Options) (string, error) {
 		w("  roa6 { table rpki6; };")
 		w("  remote %s port %s;", quote(host), port)
 		w("  retry keep 30;")
-		w("  refresh keep 600;")
+		w("  refresh keep %d;", int(RPKIRefresh.Seconds()))
 		w("  expire keep 7200;")
 		w("}")
 		w("")
