@@ -440,3 +440,60 @@ func TestClientID(t *testing.T) {
 		t.Errorf("the MAC without its client-id got %v, want NAK", nak)
 	}
 }
+
+// TestElementReservations: reservations added, changed and removed one at
+// a time (SetClient, SetService) are served at the next DISCOVER; a
+// removed fixed address inside the pool goes back to the pool, one a
+// lease still holds does not.
+func TestElementReservations(t *testing.T) {
+	cfg := testConfig()
+	cfg.Clients, cfg.Services = nil, nil
+	f := newFixture(t, cfg)
+	mac := net.HardwareAddr{2, 7, 0, 0, 0, 1}
+	c := config.Client{MAC: mac.String(), IP: netip.MustParseAddr("10.0.0.70"), Hostname: "elem"}
+	f.s.SetClient(nil, &c)
+	if offer, _ := f.do(t, pkt(t, dhcpv4.MessageTypeDiscover, mac)); offer == nil || offer.YourIPAddr.String() != "10.0.0.70" || offer.HostName() != "elem" {
+		t.Fatalf("added reservation offered %v", offer)
+	}
+	c2 := c
+	c2.IP = netip.MustParseAddr("10.0.0.101") // inside the pool: taken out of it
+	f.s.SetClient(&c, &c2)
+	if offer, _ := f.do(t, pkt(t, dhcpv4.MessageTypeDiscover, mac)); offer == nil || offer.YourIPAddr.String() != "10.0.0.101" {
+		t.Fatalf("changed reservation offered %v", offer)
+	}
+	var got []string
+	for i := range 3 {
+		if offer, _ := f.do(t, pkt(t, dhcpv4.MessageTypeDiscover, net.HardwareAddr{2, 8, 0, 0, 0, byte(i)})); offer != nil {
+			got = append(got, offer.YourIPAddr.String())
+		}
+	}
+	if diff := cmp.Diff([]string{"10.0.0.100", "10.0.0.102"}, got); diff != "" {
+		t.Errorf("dynamic offers beside a fixed pool address (-want +got):\n%s", diff)
+	}
+	f.s.SetClient(&c2, nil)
+	f.now = f.now.Add(time.Hour)
+	f.s.Reclaim(f.now) // the offers above expire
+	if offer, _ := f.do(t, pkt(t, dhcpv4.MessageTypeDiscover, mac)); offer == nil || offer.YourIPAddr.String() == "10.0.0.70" {
+		t.Fatalf("removed reservation still offered %v", offer)
+	}
+
+	// Services: bound by option 82, changed, removed.
+	raw := append([]byte{1, 23}, "OLT1 xpon 0/1/0:7.1.116"...)
+	with82 := dhcpv4.WithOption(dhcpv4.OptGeneric(dhcpv4.OptionRelayAgentInformation, raw))
+	sv := config.Service{ID: "svc_7", OLT: "OLT1", PON: "0/1/0", ONTID: 7, IPv4: netip.MustParseAddr("10.0.0.77")}
+	f.s.SetService(nil, &sv)
+	cpe := net.HardwareAddr{2, 9, 0, 0, 0, 7}
+	if offer, _ := f.do(t, pkt(t, dhcpv4.MessageTypeDiscover, cpe, with82)); offer == nil || offer.YourIPAddr.String() != "10.0.0.77" {
+		t.Fatalf("added service offered %v", offer)
+	}
+	sv2 := sv
+	sv2.IPv4 = netip.MustParseAddr("10.0.0.78")
+	f.s.SetService(&sv, &sv2)
+	if offer, _ := f.do(t, pkt(t, dhcpv4.MessageTypeDiscover, net.HardwareAddr{2, 9, 0, 0, 1, 7}, with82)); offer == nil || offer.YourIPAddr.String() != "10.0.0.78" {
+		t.Fatalf("changed service offered %v", offer)
+	}
+	f.s.SetService(&sv2, nil)
+	if offer, _ := f.do(t, pkt(t, dhcpv4.MessageTypeDiscover, net.HardwareAddr{2, 9, 0, 0, 2, 7}, with82)); offer != nil && offer.YourIPAddr.String() == "10.0.0.78" {
+		t.Fatalf("removed service still offered %v", offer)
+	}
+}
