@@ -395,6 +395,9 @@ type OLTFields struct {
 	IPTVVLAN *int    `json:"iptv_vlan" api:"min=0,max=4094" doc:"the OLT's IPTV VLAN; 0 clears"`
 	Prefix   string  `json:"prefix" pattern:"^[A-Za-z][A-Za-z0-9_]{0,15}$" hint:"1-16 letters, digits or _, starting with a letter" doc:"name prefix of objects the router creates; default router, or s<svlan>"`
 	Comment  *string `json:"comment" api:"maxlen=200"`
+	// AcceptHostKey forgets the recorded SSH host key, so the key the OLT
+	// presents next is recorded (after a replaced OLT or a new key).
+	AcceptHostKey bool `json:"accept_host_key" doc:"forget the recorded SSH host key; the next connection records the one presented"`
 }
 
 // OLTAdd is POST /olts.
@@ -438,8 +441,13 @@ type OLTRecord struct {
 	Comment     string `json:"comment"`
 	UserSet     bool   `json:"user_set"`
 	PasswordSet bool   `json:"password_set"`
-	Created     string `json:"created"`
-	Updated     string `json:"updated"`
+	// SSHHostKey is recorded on the first SSH contact and checked on
+	// every later one (a changed key is refused until accepted).
+	SSHHostKey            string   `json:"ssh_host_key" doc:"recorded on first SSH contact, checked afterwards"`
+	SSHHostKeyFingerprint string   `json:"ssh_host_key_fingerprint"`
+	SSHLegacy             []string `json:"ssh_legacy_algorithms" doc:"older SSH algorithms the OLT needed (CBC ciphers, SHA-1 key exchanges), empty when none"`
+	Created               string   `json:"created"`
+	Updated               string   `json:"updated"`
 }
 
 // OLTList answers GET /olts.

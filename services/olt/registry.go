@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
 	"sort"
+	"time"
 
 	"routerd.dev/proto/api"
+	"routerd.dev/services/olt/huawei"
 	"routerd.dev/shared/apierr"
 	"routerd.dev/shared/store"
 )
@@ -93,6 +96,9 @@ func apply(rec *api.OLTRecord, f *api.OLTFields) {
 	}
 	if f.Comment != nil {
 		rec.Comment = *f.Comment
+	}
+	if f.AcceptHostKey {
+		rec.SSHHostKey, rec.SSHHostKeyFingerprint = "", ""
 	}
 	if rec.Protocol == "" {
 		rec.Protocol = "telnet"
@@ -187,4 +193,45 @@ func (s *Service) Delete(ctx context.Context, in *api.OLTNameRef) (*api.OLTDelet
 	s.drivers.Forget(cur.Host)
 	s.log.Info("OLT forgotten", "olt", in.Name, "by", api.OriginOf(ctx).String())
 	return &api.OLTDeleteAnswer{Result: api.Result{Message: "OLT deleted"}, Name: in.Name}, nil
+}
+
+// sshSeen records what an SSH handshake learnt on every registered OLT at
+// that address: the host key when none is recorded yet (trust on first
+// use), and the legacy algorithms it needed.
+func (s *Service) sshSeen(seen huawei.SSHSeen) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	recs, err := s.all(ctx)
+	if err != nil {
+		return
+	}
+	for _, r := range recs {
+		if r.Host != seen.Host || r.Port != seen.Port || r.Protocol != "ssh" {
+			continue
+		}
+		for try := 0; try < 3; try++ {
+			k := s.key(r.Name)
+			cur, rev, err := store.Get[stored](ctx, s.st, k)
+			if err != nil {
+				break
+			}
+			changed := false
+			if cur.SSHHostKey == "" && seen.HostKey != "" {
+				cur.SSHHostKey, cur.SSHHostKeyFingerprint, changed = seen.HostKey, seen.Fingerprint, true
+				s.log.Info("olt ssh host key recorded", "olt", r.Name, "fingerprint", seen.Fingerprint)
+			}
+			if !slices.Equal(cur.SSHLegacy, seen.Legacy) && cur.SSHHostKey == seen.HostKey {
+				cur.SSHLegacy, changed = seen.Legacy, true
+				if len(seen.Legacy) > 0 {
+					s.log.Warn("olt needs legacy ssh algorithms", "olt", r.Name, "algorithms", seen.Legacy)
+				}
+			}
+			if !changed {
+				break
+			}
+			if _, err := s.st.Txn().IfRevision(k, rev).Put(k, cur).Commit(ctx); !errors.Is(err, store.ErrConflict) {
+				break
+			}
+		}
+	}
 }

@@ -83,13 +83,14 @@ func New(d Deps) *Service {
 	if d.StateDir == "" {
 		d.StateDir = filepath.Join(os.TempDir(), "routerd-olt")
 	}
-	return &Service{
+	s := &Service{
 		deps: d, log: d.Log, now: d.Now,
-		st:      store.New(d.KV, Name),
-		seal:    &sealer{path: filepath.Join(d.StateDir, KeyFile)},
-		drivers: huawei.NewDrivers(huawei.Deps{Logger: d.Log}),
-		pub:     bus.NewPublisher(d.NC, Name, d.Log),
+		st:   store.New(d.KV, Name),
+		seal: &sealer{path: filepath.Join(d.StateDir, KeyFile)},
+		pub:  bus.NewPublisher(d.NC, Name, d.Log),
 	}
+	s.drivers = huawei.NewDrivers(huawei.Deps{Logger: d.Log, SSHSeen: s.sshSeen})
+	return s
 }
 
 // Run serves until ctx ends.
@@ -273,7 +274,7 @@ func (s *Service) choose(ctx context.Context, o *api.OLTOptions) (*target, error
 
 func registered(rec *stored, c credentials) *target {
 	cfg := huawei.Config{Host: rec.Host, Port: rec.Port, Protocol: rec.Protocol, User: c.User, Pass: c.Pass,
-		SVLAN: rec.SVLAN, Operator: rec.Operator, IPTVVLAN: rec.IPTVVLAN, Prefix: rec.Prefix}
+		SVLAN: rec.SVLAN, Operator: rec.Operator, IPTVVLAN: rec.IPTVVLAN, Prefix: rec.Prefix, HostKey: rec.SSHHostKey}
 	return &target{cfg: cfg, ref: api.OLTTarget{Host: rec.Host, Name: rec.Name}, rec: rec, lock: "olt/" + rec.Host}
 }
 

@@ -17,6 +17,18 @@ func (e *LoginError) Error() string {
 	return fmt.Sprintf("olt %s refused the login: %s", e.Host, e.Reason)
 }
 
+// HostKeyError says an OLT presented another SSH host key than the one
+// recorded for it: it may be another device. Nothing is sent until the
+// operator accepts the new key.
+type HostKeyError struct {
+	Host        string
+	Fingerprint string // of the key presented now
+}
+
+func (e *HostKeyError) Error() string {
+	return fmt.Sprintf("olt %s presented another SSH host key (%s) than the one recorded: refused; if the OLT was replaced, accept the new key (POST /olts/{name} with accept_host_key=true)", e.Host, e.Fingerprint)
+}
+
 // CommandError is an answer of the OLT that reports a failure: a
 // `Failure: ...` line, `% Unknown command`, `% Parameter error` and the
 // like. Text is the OLT's own words, so an operator can look them up.

@@ -53,11 +53,18 @@ type Config struct {
 	// IdleTimeout drops pooled sessions unused for longer, before the OLT's
 	// own idle logout (5 minutes by default on SmartAX); default 4 minutes.
 	IdleTimeout time.Duration
+	// HostKey is the SSH host key the OLT must present, in authorized_keys
+	// form ("ssh-ed25519 AAAA..."); empty accepts the key presented and
+	// reports it to Deps.SSHSeen (trust on first use).
+	HostKey string
 }
 
 // Deps are the Driver's collaborators.
 type Deps struct {
 	Logger *slog.Logger
+	// SSHSeen, when set, is told after each SSH handshake what the OLT
+	// presented (its host key) and which legacy algorithms were needed.
+	SSHSeen func(SSHSeen)
 }
 
 // Driver is a Huawei SmartAX OLT.
@@ -65,6 +72,7 @@ type Driver struct {
 	cfg      Config
 	log      *slog.Logger
 	writeSem chan struct{}
+	seen     func(SSHSeen)
 
 	mu    sync.Mutex // guards idle and cache
 	idle  []*session
@@ -115,7 +123,7 @@ func New(cfg Config, deps Deps) (*Driver, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Driver{cfg: cfg, log: log.With("olt", cfg.Host), writeSem: make(chan struct{}, 1), cache: map[string]int{}}, nil
+	return &Driver{cfg: cfg, log: log.With("olt", cfg.Host), writeSem: make(chan struct{}, 1), cache: map[string]int{}, seen: deps.SSHSeen}, nil
 }
 
 // Close logs out of the idle sessions.
@@ -150,12 +158,12 @@ func (d *Driver) get(ctx context.Context) (*session, error) {
 		}
 		s.close()
 	}
-	s, err := dial(ctx, dialer{host: d.cfg.Host, port: d.cfg.Port, user: d.cfg.User, pass: d.cfg.Pass, protocol: d.cfg.Protocol})
+	s, err := dial(ctx, dialer{host: d.cfg.Host, port: d.cfg.Port, user: d.cfg.User, pass: d.cfg.Pass, protocol: d.cfg.Protocol, hostKey: d.cfg.HostKey, seen: d.seen})
 	var le *driver.LoginError
 	if err != nil && !errors.As(err, &le) && d.cfg.Fallback != "" && ctx.Err() == nil {
 		// Nothing was sent on the first transport, so trying the other is safe.
 		d.log.Warn("dial failed, trying fallback transport", "protocol", d.cfg.Protocol, "fallback", d.cfg.Fallback, "err", err)
-		s, err = dial(ctx, dialer{host: d.cfg.Host, port: d.cfg.FallbackPort, user: d.cfg.User, pass: d.cfg.Pass, protocol: d.cfg.Fallback})
+		s, err = dial(ctx, dialer{host: d.cfg.Host, port: d.cfg.FallbackPort, user: d.cfg.User, pass: d.cfg.Pass, protocol: d.cfg.Fallback, hostKey: d.cfg.HostKey, seen: d.seen})
 	}
 	return s, err
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -354,6 +355,46 @@ type dialer struct {
 	host, user, pass string
 	port             int
 	protocol         string
+	// hostKey is the SSH host key the OLT must present (authorized_keys
+	// form); empty accepts the first and reports it to seen.
+	hostKey string
+	seen    func(SSHSeen)
+}
+
+// SSHSeen is what an SSH connection learnt of an OLT: its host key and
+// the algorithms negotiated, with those Go leaves out by default (CBC
+// ciphers, SHA-1 key exchanges) listed in Legacy.
+type SSHSeen struct {
+	Host, HostKey, Fingerprint string
+	Port                       int
+	Legacy                     []string
+}
+
+// sshAlgorithms are Go's defaults followed by the older algorithms of
+// MA5600T/MA5683T firmware: the OLT's own preference decides, so the old
+// ones are used only when it offers nothing better.
+func sshAlgorithms() ssh.Config {
+	sup, old := ssh.SupportedAlgorithms(), ssh.InsecureAlgorithms()
+	return ssh.Config{
+		KeyExchanges: append(sup.KeyExchanges, old.KeyExchanges...),
+		Ciphers:      append(sup.Ciphers, old.Ciphers...),
+		MACs:         append(sup.MACs, old.MACs...),
+	}
+}
+
+func legacyOf(a ssh.NegotiatedAlgorithms) []string {
+	old := ssh.InsecureAlgorithms()
+	var out []string
+	for _, x := range []struct {
+		alg  string
+		list []string
+	}{{a.KeyExchange, old.KeyExchanges}, {a.HostKey, old.HostKeys}, {a.Read.Cipher, old.Ciphers},
+		{a.Write.Cipher, old.Ciphers}, {a.Read.MAC, old.MACs}, {a.Write.MAC, old.MACs}} {
+		if x.alg != "" && slices.Contains(x.list, x.alg) && !slices.Contains(out, x.alg) {
+			out = append(out, x.alg)
+		}
+	}
+	return out
 }
 
 // dial connects and logs in, leaving the session in config mode.
@@ -370,8 +411,10 @@ func dial(ctx context.Context, d dialer) (*session, error) {
 	s := &session{host: d.host}
 	switch d.protocol {
 	case "ssh":
+		var presented string
 		cc, chans, reqs, err := ssh.NewClientConn(c, addr, &ssh.ClientConfig{
-			User: d.user,
+			Config: sshAlgorithms(),
+			User:   d.user,
 			// MA5800 firmware asks for the password by keyboard-interactive
 			// ("User password:"), older releases by plain password auth.
 			Auth: []ssh.AuthMethod{ssh.Password(d.pass), ssh.KeyboardInteractive(
@@ -383,15 +426,36 @@ func dial(ctx context.Context, d dialer) (*session, error) {
 					return answers, nil
 				})},
 			// OLTs present self-signed keys the router cannot know in
-			// advance; the operator vouches for the host by registering it.
-			HostKeyCallback: ssh.InsecureIgnoreHostKey(),
+			// advance: the first one seen is recorded (trust on first
+			// use) and every later connection must present the same.
+			HostKeyCallback: func(_ string, _ net.Addr, key ssh.PublicKey) error {
+				presented = strings.TrimSpace(string(ssh.MarshalAuthorizedKey(key)))
+				if d.hostKey != "" && presented != d.hostKey {
+					return &driver.HostKeyError{Host: d.host, Fingerprint: ssh.FingerprintSHA256(key)}
+				}
+				return nil
+			},
 		})
 		if err != nil {
 			c.Close()
+			var hk *driver.HostKeyError
+			if errors.As(err, &hk) {
+				return nil, hk
+			}
 			if strings.Contains(err.Error(), "unable to authenticate") {
 				return nil, &driver.LoginError{Host: d.host, Reason: err.Error()}
 			}
 			return nil, err
+		}
+		if d.seen != nil {
+			seen := SSHSeen{Host: d.host, Port: d.port, HostKey: presented}
+			if k, _, _, _, err := ssh.ParseAuthorizedKey([]byte(presented)); err == nil {
+				seen.Fingerprint = ssh.FingerprintSHA256(k)
+			}
+			if am, ok := cc.(ssh.AlgorithmsConnMetadata); ok {
+				seen.Legacy = legacyOf(am.Algorithms())
+			}
+			d.seen(seen)
 		}
 		client := ssh.NewClient(cc, chans, reqs)
 		sess, err := client.NewSession()

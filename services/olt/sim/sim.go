@@ -63,6 +63,9 @@ type OLTConfig struct {
 	KeyboardInteractive bool
 	// Autofind seeds ONTs waiting to be registered.
 	Autofind []AutofindONT
+	// LegacySSH makes the SSH server offer only what older firmware
+	// offers: diffie-hellman-group1-sha1, CBC ciphers, hmac-sha1.
+	LegacySSH bool
 }
 
 // Server is a running simulator.
@@ -155,6 +158,11 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 				}
 				return nil, errors.New("password rejected")
 			}
+		}
+		if oc.LegacySSH {
+			// As MA5600T/MA5683T firmware: nothing newer offered.
+			o.sshConf.Config = ssh.Config{KeyExchanges: []string{"diffie-hellman-group1-sha1"},
+				Ciphers: []string{"aes128-cbc", "3des-cbc"}, MACs: []string{"hmac-sha1"}}
 		}
 		o.sshConf.AddHostKey(signer)
 		if o.telnet, err = net.Listen("tcp", net.JoinHostPort(cfg.Addr, "0")); err != nil {
