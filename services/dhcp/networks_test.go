@@ -289,3 +289,45 @@ func readFile(t *testing.T, path string) string {
 	}
 	return string(b)
 }
+
+// TestReservationsMigrateAndReload: a stored configuration carrying
+// clients, a pinned prefix and a service is split into one key each at
+// start (the pinned prefix joins its client's key) and stored again
+// without them; a restarted service loads the keys back.
+func TestReservationsMigrateAndReload(t *testing.T) {
+	t.Parallel()
+	needRoot(t)
+	tp := newTopo(t)
+	env := testenv.Start(t)
+	ctx := context.Background()
+	cfg := kernelConfig(tp)
+	cfg.PD.Pinned = []config.Pinned{{MAC: "02-aa-00-00-00-05", Prefix: netip.MustParsePrefix("2001:db8:a000:300::/56")}}
+	putConfig(t, env, configJSON(t, cfg))
+	svc := startService(t, env, tp)
+	svc.waitServing(t, env, 3)
+	stored, _ := storedConfig(t, env)
+	if len(stored.Clients) != 0 || len(stored.Services) != 0 || len(stored.PD.Pinned) != 0 || len(stored.Networks) != 1 {
+		t.Fatalf("stored after migration: %+v", stored)
+	}
+	list, err := bus.Invoke(ctx, env.NC, api.ReservationsList, &api.ReservationFilter{Kind: "clients", Limit: 10})
+	if err != nil || list.Count != 1 || list.Clients[0] != (api.ClientReservation{MAC: "02:AA:00:00:00:05", IP: "10.77.0.5", Prefix6: "2001:db8:a000:300::/56", Hostname: "reserved5"}) {
+		t.Fatalf("clients after migration: %+v %v", list, err)
+	}
+	if l, err := bus.Invoke(ctx, env.NC, api.ReservationsList, &api.ReservationFilter{Kind: "services", Limit: 10}); err != nil || l.Count != 1 || l.Services[0].ID != "svc_0000beef" {
+		t.Fatalf("services after migration: %+v %v", l, err)
+	}
+	if pd, err := bus.Invoke(ctx, env.NC, api.PDGet, &api.None{}); err != nil || len(pd.Pinned) != 1 || pd.Pinned[0].Prefix6 != "2001:db8:a000:300::/56" {
+		t.Fatalf("GET /pd pinned after migration: %+v %v", pd, err)
+	}
+	svc.stop(t)
+
+	svc2 := startService(t, env, tp)
+	svc2.waitServing(t, env, 3)
+	eng, _ := svc2.svc.engine()
+	if c, s := eng.ReservationCounts(); c != 1 || s != 1 {
+		t.Fatalf("after a restart the engine holds %d clients and %d services", c, s)
+	}
+	if c, ok := eng.client("02:AA:00:00:00:05"); !ok || c.Prefix6.String() != "2001:db8:a000:300::/56" {
+		t.Fatalf("after a restart: %+v %v", c, ok)
+	}
+}
