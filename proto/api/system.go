@@ -82,7 +82,7 @@ func configOwner(service, paths string) ConfigOwner {
 var (
 	SubscribersConfig = configOwner("subscribers", "etc/plans.json")
 	NetcfgConfig      = configOwner("netcfg", "etc/routes.json")
-	DHCPConfig        = configOwner("dhcp", "etc/dhcp.json")
+	DHCPConfig        = configOwner("dhcp", "etc/dhcp.json, etc/dhcp-reservations.json")
 	ConfigOwners      = []ConfigOwner{SubscribersConfig, NetcfgConfig, DHCPConfig}
 )
 

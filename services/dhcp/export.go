@@ -34,14 +34,39 @@ func (s *Service) exportConfig(ctx context.Context, _ *api.None) (*api.ConfigDoc
 		}
 		text = buf.String() + "\n"
 	}
-	return &api.ConfigDocuments{Documents: map[string]string{ConfigDocument: text}}, nil
+	resv, err := s.exportReservations(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &api.ConfigDocuments{Documents: map[string]string{ConfigDocument: text, ReservationsDocument: resv}}, nil
 }
 
 // importConfig stores etc/dhcp.json as /router/dhcp/config (dhcp.config.import;
 // `null` deletes it: serve nothing) and waits, up to 10 s, until the engine
 // has applied it. A document that does not parse or validate is a 400 and
 // nothing changes; without the document nothing changes.
+//
+// etc/dhcp-reservations.json follows, once the configuration is in force
+// (reservations are checked against the served networks).
 func (s *Service) importConfig(ctx context.Context, in *api.ConfigDocuments) (*api.ConfigImported, error) {
+	a, err := s.importEngineConfig(ctx, in)
+	if err != nil {
+		return nil, err
+	}
+	if text, ok := in.Documents[ReservationsDocument]; ok {
+		msg, err := s.importReservations(ctx, text)
+		if err != nil {
+			return nil, err
+		}
+		a.Documents = append(a.Documents, ReservationsDocument)
+		if msg != "" {
+			a.Message = strings.TrimPrefix(a.Message+"; "+ReservationsDocument+": "+msg, "; ")
+		}
+	}
+	return a, nil
+}
+
+func (s *Service) importEngineConfig(ctx context.Context, in *api.ConfigDocuments) (*api.ConfigImported, error) {
 	text, ok := in.Documents[ConfigDocument]
 	if !ok {
 		return &api.ConfigImported{Documents: []string{}}, nil
