@@ -29,7 +29,8 @@ func TestFullKernelLabQinQ(t *testing.T) {
 	if st != 201 || m["name"] != "svlan200" {
 		t.Fatalf("S-VLAN: %d %v", st, m)
 	}
-	m = r.must("POST", "/vlans", map[string]any{"parent": "svlan200", "vlan_id": 116, "ip": "10.116.0.0/24", "label": "pon 0/1/0"}, 201)
+	m = r.must("POST", "/vlans", map[string]any{"parent": "svlan200", "vlan_id": 116, "ip": "10.116.0.0/24", "ipv6": "2001:db8:116::1/64", "label": "pon 0/1/0"}, 201)
+	t.Logf("C-VLAN answer: %v", m)
 	if m["name"] != "svlan200.116" || m["ip"] != "10.116.0.1/24" {
 		t.Errorf("C-VLAN: %v", m)
 	}

@@ -187,7 +187,7 @@ var (
 	// VLANsCreate is POST /vlans.
 	VLANsCreate = Define[VLANAdd, VLANAddAnswer](Meta{
 		Service: "netcfg", Name: "vlans.create",
-		Summary: "Create a VLAN (201): the link is created, marked routerd:netcfg and brought up, its addresses added; stored first, the kernel change undone if it fails (500 with the kernel's refusal). 404 parent not found; 409 VLAN exists, tag already used on that parent, or address overlapping another interface's (`conflict`; pass force). Serving steps (DHCPv4, DHCPv6, prefix delegation) are reported under `served`; until the dhcp service offers them each is `{error, retry}` with a `warning`.",
+		Summary: "Create a VLAN (201): the link is created, marked routerd:netcfg and brought up, its addresses added; stored first, the kernel change undone if it fails (500 with the kernel's refusal). 404 parent not found; 409 VLAN exists, tag already used on that parent, or address overlapping another interface's (`conflict`; pass force). Serving steps, each asked of the dhcp service and reported under `served`: DHCPv4 (POST /net's operation) when the VLAN has an IPv4 address, DHCPv6 with its pool (POST /net6) and a prefix-delegation slice (POST /pd) when it has an IPv6 one; a failed step is `{error, retry}` with a `warning` and never undoes the VLAN. serve=false: `served` null and a `note` naming those commands.",
 		REST:    []REST{{"POST", "/vlans"}}, Action: "vlan-add", Status: 201, Event: event.VLANCreated,
 	})
 	// VLANsDelete is DELETE /vlans.

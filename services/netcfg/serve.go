@@ -14,9 +14,6 @@ import (
 // the owner of served networks, over the bus.
 type dhcpServer struct{ nc *nats.Conn }
 
-// notYet is the step the dhcp service offers no operation for yet.
-const notYet = "the dhcp service does not offer this over the bus yet"
-
 func (d dhcpServer) Serve(ctx context.Context, name, label string, v4, v6 bool) (*api.Served, string) {
 	out := &api.Served{}
 	failed := false
@@ -33,8 +30,19 @@ func (d dhcpServer) Serve(ctx context.Context, name, label string, v4, v6 bool) 
 		}
 	}
 	if v6 {
-		out.Net6 = step(errString(notYet), retryText("POST /net6", map[string]string{"iface": name}))
-		out.PD = step(errString(notYet), retryText("POST /pd", map[string]string{"iface": name}))
+		// DHCPv6 with its pool (POST /net6 derives one), then a slice of
+		// the delegation pool (POST /pd): each reported on its own.
+		if a, err := bus.Invoke(ctx, d.nc, api.Net6Add, &api.Net6Iface{Iface: name}); err != nil {
+			out.Net6 = step(err, retryText("POST /net6", map[string]string{"iface": name}))
+		} else {
+			n := map[string]any{"network": a.Network6.Network, "pool": a.Pool}
+			out.Net6 = n
+		}
+		if a, err := bus.Invoke(ctx, d.nc, api.PDAdd, &api.PDSet{Iface: name}); err != nil {
+			out.PD = step(err, retryText("POST /pd", map[string]string{"iface": name}))
+		} else {
+			out.PD = map[string]any{"pool": a.Pool, "capacity": a.Capacity}
+		}
 	}
 	if failed {
 		return out, "VLAN " + name + " is not fully served: see served for the steps to retry"
@@ -46,7 +54,3 @@ func retryText(form string, body map[string]string) string {
 	raw, _ := json.Marshal(body)
 	return form + " " + string(raw)
 }
-
-type errString string
-
-func (e errString) Error() string { return string(e) }

@@ -66,8 +66,8 @@ type Book struct {
 	links *link.Manager
 	now   func() time.Time
 	// Serving runs the serving steps of a new VLAN (the dhcp service's
-	// operations, asked over the bus by the service); nil reports each
-	// step as not available.
+	// operations, asked over the bus by the service); nil serves nothing
+	// and says so.
 	Serving Server
 }
 
