@@ -3,6 +3,7 @@ package v6
 import (
 	"net"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -323,4 +324,42 @@ func sprintStrings(ss []string) string {
 		s += x
 	}
 	return s + "]"
+}
+
+// TestElementReservation: a MAC reservation with a fixed IPv6 address and
+// a pinned prefix, added, changed and removed in place (SetClient), is
+// what the next SOLICIT gets.
+func TestElementReservation(t *testing.T) {
+	f := newFixture(t)
+	mac := net.HardwareAddr{2, 0, 0, 0, 7, 7}
+	solicit := func() string {
+		t.Helper()
+		rep, _ := f.do(t, msg(t, dhcpv6.MessageTypeSolicit, mac, iana1(""), iapd1))
+		if rep == nil {
+			t.Fatal("no ADVERTISE")
+		}
+		return addrOf(rep) + " " + prefixOf(rep)
+	}
+	dynamic := solicit()
+	c := config.Client{MAC: mac.String(), IP: netip.MustParseAddr("10.0.0.77"), IPv6: netip.MustParseAddr("2001:db8:1::77"),
+		Prefix6: netip.MustParsePrefix("2001:db8:a000:200::/56")}
+	f.s.SetClient(nil, &c)
+	if got, want := solicit(), "2001:db8:1::77 2001:db8:a000:200::/56"; got != want {
+		t.Errorf("added reservation: %q, want %q", got, want)
+	}
+	// Offers are held for the client (OfferHold): let them lapse, as a
+	// lease of the old reservation lasts until it expires.
+	expire := func() { f.now = f.now.Add(time.Hour); f.s.Reclaim(f.now) }
+	c2 := c
+	c2.IPv6, c2.Prefix6 = netip.MustParseAddr("2001:db8:1::78"), netip.Prefix{}
+	f.s.SetClient(&c, &c2)
+	expire()
+	if got := solicit(); !strings.HasPrefix(got, "2001:db8:1::78 ") || strings.Contains(got, "a000:200::") {
+		t.Errorf("changed reservation: %q", got)
+	}
+	f.s.SetClient(&c2, nil)
+	expire()
+	if got := solicit(); strings.HasPrefix(got, "2001:db8:1::78 ") {
+		t.Errorf("removed reservation still served: %q (dynamic was %q)", got, dynamic)
+	}
 }
