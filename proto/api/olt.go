@@ -629,3 +629,15 @@ var (
 		Timeout: OLTTimeout, Attempt: OLTTimeout,
 	})
 )
+
+// OLTSyncStarted answers sync.start.
+type OLTSyncStarted struct {
+	OLTs int `json:"olts" doc:"registered OLTs being brought in step"`
+}
+
+// OLTSyncStart starts plan synchronisation of every registered OLT in the
+// background; the subscribers service calls it after each plan change.
+var OLTSyncStart = Define[None, OLTSyncStarted](Meta{
+	Service: "olt", Name: "sync.start",
+	Summary: "Start bringing every registered OLT in step with the router's plans in the background (as POST /olt/sync); answers how many. Called by the subscribers service after each plan change.",
+})

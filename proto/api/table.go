@@ -39,7 +39,7 @@ var Table = []Operation{
 
 	// OLT operations and the OLT registry (olt; Document 3).
 	OLTUsageGet, OLTUnknownOp, OLTsList, OLTsAdd, OLTsSet, OLTsDelete,
-	OLTBackupOp, OLTBackupsList, OLTDiffOp, OLTSyncOp,
+	OLTBackupOp, OLTBackupsList, OLTDiffOp, OLTSyncOp, OLTSyncStart,
 	OLTInfo, OLTAutofind, OLTONUs, OLTVLANs, OLTServicePorts, OLTProfiles, OLTConfig, OLTRunOp,
 	OLTAuditOp, OLTBoards, OLTPONPorts, OLTPortOptical, OLTCountersOp, OLTExecOp, OLTVLANAddOp,
 	OLTVLANDelOp, OLTPortVLANOp, OLTProfileAdd, OLTProfileDel, OLTONTAddOp, OLTONTDel, OLTONTReboot,

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"sync"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -410,4 +411,54 @@ func (s *Service) periodicBackups(ctx context.Context) {
 			lock.Unlock(context.WithoutCancel(ctx))
 		}
 	}
+}
+
+// syncer runs the background plan synchronisation: one at a time; a
+// request while one runs makes one more run after it (plans changed
+// meanwhile are then pushed too).
+type syncer struct {
+	mu      sync.Mutex
+	running bool
+	again   bool
+}
+
+// SyncStart is sync.start: every registered OLT brought in step with the
+// plans in the background; the answer is how many OLTs.
+func (s *Service) SyncStart(ctx context.Context, _ *api.None) (*api.OLTSyncStarted, error) {
+	n, err := s.st.Count(ctx, s.st.Key("olts")+"/")
+	if err != nil {
+		return nil, err
+	}
+	if n == 0 {
+		return &api.OLTSyncStarted{}, nil
+	}
+	s.sync.mu.Lock()
+	if s.sync.running {
+		s.sync.again = true
+		s.sync.mu.Unlock()
+		return &api.OLTSyncStarted{OLTs: int(n)}, nil
+	}
+	s.sync.running = true
+	s.sync.mu.Unlock()
+	s.bg.Go(func() {
+		for {
+			ctx, cancel := context.WithTimeout(s.bgCtx, 10*time.Minute)
+			ans, err := s.Sync(ctx, &api.OLTSyncRequest{})
+			cancel()
+			if err != nil {
+				s.log.Warn("olt background plan sync failed", "error", err)
+			} else {
+				s.log.Info("olt background plan sync", "olts", ans.Count, "plans", ans.Plans, "code", ans.Code)
+			}
+			s.sync.mu.Lock()
+			if !s.sync.again || s.bgCtx.Err() != nil {
+				s.sync.running = false
+				s.sync.mu.Unlock()
+				return
+			}
+			s.sync.again = false
+			s.sync.mu.Unlock()
+		}
+	})
+	return &api.OLTSyncStarted{OLTs: int(n)}, nil
 }

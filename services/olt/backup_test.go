@@ -125,9 +125,14 @@ func TestPeriodicBackupKeepsABoundedHistory(t *testing.T) {
 
 func TestSyncPlans(t *testing.T) {
 	r := start(t)
+	// No OLT registered: the plan answer's olt is null.
+	a := r.do(t, "POST", "/plans", map[string]any{"name": "gold", "down_mbps": 100, "up_mbps": 20}, nil)
+	want(t, a, 201)
+	if v, ok := a.body["olt"]; !ok || v != nil {
+		t.Errorf("olt with none registered: %s", a.raw)
+	}
 	r.register(t, "lab", nil)
-	want(t, r.do(t, "POST", "/plans", map[string]any{"name": "gold", "down_mbps": 100, "up_mbps": 20}, nil), 201)
-	a := r.do(t, "GET", "/api?action=olt-sync&dry_run=1", nil, nil)
+	a = r.do(t, "GET", "/api?action=olt-sync&dry_run=1", nil, nil)
 	want(t, a, 200)
 	if a.body["plans"] != float64(1) || a.body["dry_run"] != true || !strings.Contains(a.raw, "router_110000k") {
 		t.Errorf("dry sync: %s", a.raw)
@@ -146,6 +151,17 @@ func TestSyncPlans(t *testing.T) {
 		t.Error("a second sync created tables again")
 	}
 	want(t, r.do(t, "POST", "/olt/sync", map[string]any{"olt": "nosuch"}, nil), 404)
+
+	// A new plan starts the same work in the background: olt says how
+	// many OLTs, and the new plan's tables appear on the OLT.
+	a = r.do(t, "POST", "/plans", map[string]any{"name": "silver", "down_mbps": 50, "up_mbps": 10}, nil)
+	want(t, a, 201)
+	if a.body["olt"] != float64(1) {
+		t.Errorf("olt after a plan change: %s", a.raw)
+	}
+	testenv.WaitFor(t, 10*time.Second, "the new plan's traffic tables", func() bool {
+		return r.sim.OLT(0).Received("traffic table ip name") == 4
+	})
 }
 
 func TestWritesNeedTheLicence(t *testing.T) {

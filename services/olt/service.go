@@ -70,6 +70,10 @@ type Service struct {
 	drivers *huawei.Drivers
 	pub     *bus.Publisher
 	now     func() time.Time
+	sync    syncer
+	// bg runs background work (plan sync) bound to bgCtx, Run's life.
+	bg    sync.WaitGroup
+	bgCtx context.Context
 }
 
 // New builds the service.
@@ -84,7 +88,7 @@ func New(d Deps) *Service {
 		d.StateDir = filepath.Join(os.TempDir(), "routerd-olt")
 	}
 	s := &Service{
-		deps: d, log: d.Log, now: d.Now,
+		deps: d, log: d.Log, now: d.Now, bgCtx: context.Background(),
 		st:   store.New(d.KV, Name),
 		seal: &sealer{path: filepath.Join(d.StateDir, KeyFile)},
 		pub:  bus.NewPublisher(d.NC, Name, d.Log),
@@ -96,8 +100,9 @@ func New(d Deps) *Service {
 // Run serves until ctx ends.
 func (s *Service) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
+	s.bgCtx = ctx
 	var wg sync.WaitGroup
-	defer func() { cancel(); wg.Wait(); s.drivers.Close() }()
+	defer func() { cancel(); wg.Wait(); s.bg.Wait(); s.drivers.Close() }()
 	if s.deps.BackupEvery >= 0 {
 		wg.Go(func() { s.periodicBackups(ctx) })
 	}
@@ -124,6 +129,7 @@ func (s *Service) Endpoints() []bus.Endpoint {
 		bus.Bind(api.OLTBackupsList, s.Backups),
 		bus.Bind(api.OLTDiffOp, s.Diff),
 		bindCoded(api.OLTSyncOp, s.Sync),
+		bus.Bind(api.OLTSyncStart, s.SyncStart),
 	}
 	return append(eps, s.opEndpoints()...)
 }

@@ -39,7 +39,19 @@ func New(d Deps) *Service {
 	if d.Log == nil {
 		d.Log = slog.Default()
 	}
-	return &Service{deps: d, plans: plan.NewBook(store.New(d.KV, Name), d.Now)}
+	s := &Service{deps: d, plans: plan.NewBook(store.New(d.KV, Name), d.Now)}
+	// A changed plan starts the OLTs' plan synchronisation (the olt
+	// service; none running or none registered is null in the answer).
+	s.plans.OLTSync = func(ctx context.Context) (int, error) {
+		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		a, err := bus.Invoke(ctx, d.NC, api.OLTSyncStart, &api.None{})
+		if err != nil {
+			return 0, err
+		}
+		return a.OLTs, nil
+	}
+	return s
 }
 
 // Run serves until ctx ends.

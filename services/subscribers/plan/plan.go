@@ -35,6 +35,9 @@ type client struct {
 type Book struct {
 	st  *store.Store
 	now func() time.Time
+	// OLTSync, when set, starts bringing the registered OLTs in step
+	// with the plans in the background and says how many there are.
+	OLTSync func(ctx context.Context) (int, error)
 }
 
 // NewBook returns a plan book on st (the subscribers service's store).
@@ -123,9 +126,18 @@ func (b *Book) Delete(ctx context.Context, in *api.PlanRef) (*api.PlanDeleteAnsw
 }
 
 // oltSync is the `olt` field of plan answers: how many OLTs are brought in
-// step in the background, or nil while no OLT is registered. No OLT can be
-// registered until the olt service exists, so it is nil today.
-func (b *Book) oltSync(ctx context.Context) any { return nil }
+// step in the background, or nil while no OLT is registered (or the olt
+// service does not answer: the plan change stands either way).
+func (b *Book) oltSync(ctx context.Context) any {
+	if b.OLTSync == nil {
+		return nil
+	}
+	n, err := b.OLTSync(ctx)
+	if err != nil || n == 0 {
+		return nil
+	}
+	return n
+}
 
 func (b *Book) delete(ctx context.Context, name string) (Plan, error) {
 	p, rev, err := store.Get[Plan](ctx, b.st, b.key(name))
