@@ -148,7 +148,8 @@ func Run(ctx context.Context, cfg config.Config, opt Options) error {
 	if cfg.Runs(routing.Name) {
 		// BIRD's files, control socket and the sealing key of peer
 		// passwords live under <state_dir>/routing.
-		svc, err := routing.New(routing.Deps{NC: nc, KV: kv, NS: target, Dir: filepath.Join(cfg.StateDir, "routing"), Log: log.With("service", routing.Name)})
+		svc, err := routing.New(routing.Deps{NC: nc, KV: kv, NS: target, Dir: filepath.Join(cfg.StateDir, "routing"),
+			Confirm: time.Duration(cfg.BGPConfirmS) * time.Second, RTR: cfg.RPKIRTR, Log: log.With("service", routing.Name)})
 		if err != nil {
 			return err
 		}

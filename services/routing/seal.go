@@ -55,8 +55,10 @@ func (s *Service) aead() (cipher.AEAD, error) {
 	return cipher.NewGCM(b)
 }
 
-// seal encrypts a password for storage.
-func (s *Service) seal(clear string) (string, error) {
+// seal encrypts a peer's password for storage; the peer's name is the
+// additional data, so a sealed password copied onto another peer does not
+// open.
+func (s *Service) seal(peer, clear string) (string, error) {
 	if clear == "" {
 		return "", nil
 	}
@@ -68,11 +70,11 @@ func (s *Service) seal(clear string) (string, error) {
 	if _, err := rand.Read(nonce); err != nil {
 		return "", err
 	}
-	return sealPrefix + base64.StdEncoding.EncodeToString(g.Seal(nonce, nonce, []byte(clear), nil)), nil
+	return sealPrefix + base64.StdEncoding.EncodeToString(g.Seal(nonce, nonce, []byte(clear), []byte(peer))), nil
 }
 
-// open decrypts a stored password.
-func (s *Service) open(sealed string) (string, error) {
+// open decrypts a peer's stored password.
+func (s *Service) open(peer, sealed string) (string, error) {
 	raw, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(sealed, sealPrefix))
 	if !strings.HasPrefix(sealed, sealPrefix) || err != nil {
 		return "", errors.New("not a sealed password")
@@ -84,7 +86,7 @@ func (s *Service) open(sealed string) (string, error) {
 	if len(raw) < g.NonceSize() {
 		return "", errors.New("sealed password too short")
 	}
-	clear, err := g.Open(nil, raw[:g.NonceSize()], raw[g.NonceSize():], nil)
+	clear, err := g.Open(nil, raw[:g.NonceSize()], raw[g.NonceSize():], []byte(peer))
 	if err != nil {
 		return "", errors.New("sealed password does not open with this host's key (seal.key)")
 	}

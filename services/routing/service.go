@@ -92,7 +92,7 @@ func New(d Deps) (*Service, error) {
 	if d.Now == nil {
 		d.Now = time.Now
 	}
-	if d.Confirm == 0 {
+	if d.Confirm <= 0 {
 		d.Confirm = ConfirmWindow
 	}
 	if d.Dir == "" {

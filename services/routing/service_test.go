@@ -323,6 +323,11 @@ func TestBGPWithRealPeer(t *testing.T) {
 	if strings.Contains(string(raw), "s3cret") || strings.Contains(string(raw), "password\"") {
 		t.Fatalf("GET /bgp shows the password: %s", raw)
 	}
+	// Stored sealed: etcd never holds the password in clear.
+	if kv, err := env.KV.Get(context.Background(), "/router/routing/settings"); err != nil || len(kv.Kvs) != 1 ||
+		strings.Contains(string(kv.Kvs[0].Value), "s3cret") || !strings.Contains(string(kv.Kvs[0].Value), `"password_sealed":"v1:`) {
+		t.Fatalf("stored settings (%v): %s", err, kv.Kvs)
+	}
 	if out := birdShow(t, peerSock, "show route 185.10.0.0/22"); !strings.Contains(out, "185.10.0.0/22") {
 		t.Fatalf("the peer lacks our prefix:\n%s", out)
 	}

@@ -72,6 +72,13 @@ type Config struct {
 	// OLTBackupKeep is how many configuration revisions each OLT keeps.
 	// 0 means 30. Example: 90.
 	OLTBackupKeep int `json:"olt_backup_keep"`
+	// BGPConfirmS is how long a BGP/OSPF change waits for POST /bgp/confirm
+	// before it is undone, in seconds; 0 is 120 (the spec's). Tests
+	// shorten it. Example: 120.
+	BGPConfirmS int `json:"bgp_confirm_s"`
+	// RPKIRTR is the RPKI cache (RTR protocol, e.g. stayrtr) BIRD asks
+	// while rpki is on; "" is 127.0.0.1:8282. Example: 127.0.0.1:8282.
+	RPKIRTR string `json:"rpki_rtr"`
 	// LogLevel is debug, info, warn or error. Default info.
 	LogLevel string `json:"log_level"`
 }

@@ -41,7 +41,7 @@ func (s *Settings) Set(r *api.BGPSet) (string, error) {
 
 // PeerAdd applies POST /bgp/peer-add: a new peer, or the named one changed
 // (fields not sent stay). seal encrypts a password for storage.
-func (s *Settings) PeerAdd(r *api.BGPPeerAdd, seal func(string) (string, error)) (string, error) {
+func (s *Settings) PeerAdd(r *api.BGPPeerAdd, seal func(peer, clear string) (string, error)) (string, error) {
 	a, err := netip.ParseAddr(r.IP)
 	if err != nil || a.Zone() != "" || a.IsUnspecified() || a.IsMulticast() {
 		return "", bad("ip", "invalid ip %q: want a unicast IPv4 or IPv6 address", r.IP)
@@ -86,7 +86,7 @@ func (s *Settings) PeerAdd(r *api.BGPPeerAdd, seal func(string) (string, error))
 		if strings.ContainsAny(*r.Password, "\"\\") || strings.IndexFunc(*r.Password, unicode.IsControl) >= 0 {
 			return "", bad("password", "password may not contain a double quote, a backslash or control characters")
 		}
-		if sealed, err := seal(*r.Password); err != nil {
+		if sealed, err := seal(p.Name, *r.Password); err != nil {
 			return "", fmt.Errorf("sealing the password: %w", err)
 		} else {
 			p.Password = sealed

@@ -15,7 +15,7 @@ type Options struct {
 	RTR string
 	// Open gives a sealed password in clear, for the configuration file.
 	// Nil or Mask renders asterisks.
-	Open func(sealed string) (string, error)
+	Open func(peer, sealed string) (string, error)
 	// Mask renders passwords as asterisks (GET /bgp?config=1).
 	Mask bool
 }
@@ -227,7 +227,7 @@ func renderPeer(w func(string, ...any), s Settings, p *Peer, rpki bool, o Option
 	if p.Password != "" {
 		pw := "********"
 		if !o.Mask && o.Open != nil {
-			if pw, err = o.Open(p.Password); err != nil {
+			if pw, err = o.Open(p.Name, p.Password); err != nil {
 				return fmt.Errorf("peer %s: password: %w", p.Name, err)
 			}
 		}

@@ -20,7 +20,7 @@ func ptr[T any](v T) *T { return &v }
 func full(t *testing.T) Settings {
 	t.Helper()
 	s := Settings{}
-	seal := func(p string) (string, error) { return "sealed:" + p, nil }
+	seal := func(_, p string) (string, error) { return "sealed:" + p, nil }
 	must := func(_ string, err error) {
 		t.Helper()
 		if err != nil {
@@ -87,7 +87,7 @@ func golden(t *testing.T, name, got string) {
 }
 
 func TestRenderGolden(t *testing.T) {
-	open := func(s string) (string, error) { return strings.TrimPrefix(s, "sealed:"), nil }
+	open := func(_, s string) (string, error) { return strings.TrimPrefix(s, "sealed:"), nil }
 	cases := map[string]Settings{
 		"empty.conf": {},
 		"full.conf":  full(t),
