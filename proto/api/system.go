@@ -309,3 +309,88 @@ var (
 		Summary: "Alerts of the spec's types from the doctor's critical and warning findings of those areas (dhcp, interface, dhcp-pool, ...) and from recent events (stranger: device.unknown in the last hour).",
 	})
 )
+
+// Alarm register and health readings (Document 1: "an alarm register with
+// health readings"; their endpoints are not shown, so designed here in the
+// spirit of the rest: reads are GET with filters in the query, the one
+// change is a POST; no action form, as the spec says).
+
+// AlarmRecord is one alarm: raised when the doctor's periodic run finds a
+// critical or warning problem, cleared when it no longer finds it.
+type AlarmRecord struct {
+	ID             int64  `json:"id"`
+	Severity       string `json:"severity" doc:"critical or warning"`
+	Area           string `json:"area"`
+	Problem        string `json:"problem"`
+	Detail         string `json:"detail" doc:"as last seen"`
+	Fix            string `json:"fix"`
+	RaisedAt       string `json:"raised_at" example:"2026-11-24 10:00:00"`
+	ClearedAt      string `json:"cleared_at" doc:"empty while active"`
+	AcknowledgedAt string `json:"acknowledged_at" doc:"empty until acknowledged"`
+	AcknowledgedBy string `json:"acknowledged_by" doc:"by@caller of the acknowledgement"`
+}
+
+// AlarmFilter is GET /alarms.
+type AlarmFilter struct {
+	State string `json:"state" api:"enum=active|cleared|unacknowledged|all,default=all" doc:"which alarms"`
+	N     int    `json:"n" api:"min=1,max=1000,default=100" doc:"newest first, at most n"`
+}
+
+// AlarmList answers GET /alarms.
+type AlarmList struct {
+	Count  int           `json:"count"`
+	Active int           `json:"active" doc:"alarms not cleared, of all (not only those listed)"`
+	Alarms []AlarmRecord `json:"alarms"`
+}
+
+// AlarmRef names one alarm.
+type AlarmRef struct {
+	ID int64 `json:"id" api:"required,min=1"`
+}
+
+// AlarmAckAnswer answers POST /alarms/{id}/ack.
+type AlarmAckAnswer struct {
+	Result
+	Alarm AlarmRecord `json:"alarm"`
+}
+
+// HealthReading is one sample of the router's health.
+type HealthReading struct {
+	Time          string            `json:"time" example:"2026-11-24 10:00:00"`
+	CPUPercent    float64           `json:"cpu_percent" doc:"busy share of all CPUs since the previous sample"`
+	Load1         float64           `json:"load1"`
+	MemoryPercent float64           `json:"memory_percent" doc:"used (total less available)"`
+	DiskPercent   float64           `json:"disk_percent" doc:"used share of the state directory's file system"`
+	TemperatureC  *float64          `json:"temperature_c" doc:"hottest thermal zone; null where the hardware has no sensor"`
+	Services      map[string]string `json:"services" doc:"service name to up or down (on the bus)"`
+}
+
+// HealthFilter is GET /health.
+type HealthFilter struct {
+	Minutes int `json:"minutes" api:"min=1,max=1440,default=60" doc:"readings of the last minutes (kept for a day)"`
+}
+
+// HealthList answers GET /health.
+type HealthList struct {
+	Count    int             `json:"count"`
+	Every    int             `json:"every_seconds" doc:"sampling interval"`
+	Readings []HealthReading `json:"readings" doc:"oldest first"`
+}
+
+var (
+	// AlarmsList is GET /alarms.
+	AlarmsList = Define[AlarmFilter, AlarmList](Meta{
+		Service: "system", Name: "alarms.list", REST: []REST{{"GET", "/alarms"}}, Read: true,
+		Summary: "The alarm register, newest first: alarms raised and cleared by the doctor's run each sampling interval (critical and warning findings), with who acknowledged them. No action form.",
+	})
+	// AlarmsAck is POST /alarms/{id}/ack.
+	AlarmsAck = Define[AlarmRef, AlarmAckAnswer](Meta{
+		Service: "system", Name: "alarms.ack", REST: []REST{{"POST", "/alarms/{id}/ack"}},
+		Summary: "Acknowledge an alarm (records the time and by@caller; acknowledging again keeps the first); 404 when there is none. No action form.",
+	})
+	// HealthGet is GET /health.
+	HealthGet = Define[HealthFilter, HealthList](Meta{
+		Service: "system", Name: "health.list", REST: []REST{{"GET", "/health"}}, Read: true,
+		Summary: "Health readings (CPU, load, memory, disk of the state directory, temperature where there are sensors, each service up or down), sampled every minute and kept for a day. No action form.",
+	})
+)

@@ -48,6 +48,9 @@ type Deps struct {
 	// Expect are the services the doctor expects on the bus; nil is every
 	// service of shared/config.Services but the gateway.
 	Expect []string
+	// SampleEvery is the health sampling and alarm interval; 0 is
+	// DefaultSampleEvery.
+	SampleEvery time.Duration
 }
 
 // Service is the system service.
@@ -62,6 +65,7 @@ type Service struct {
 
 	owners   []api.ConfigOwner
 	versions *versions.Store
+	st       *store.Store // the system service's own keys (nil without KV)
 }
 
 // New builds the service.
@@ -77,13 +81,21 @@ func New(d Deps) *Service {
 		s.owners = api.ConfigOwners
 	}
 	if d.KV != nil {
-		s.versions = versions.New(store.New(d.KV, Name), d.Now)
+		s.st = store.New(d.KV, Name)
+		s.versions = versions.New(s.st, d.Now)
 	}
 	return s
 }
 
 // Run serves until ctx ends.
 func (s *Service) Run(ctx context.Context) error {
+	if s.st != nil {
+		go func() {
+			if err := s.sampler(ctx); err != nil && ctx.Err() == nil {
+				s.deps.Log.Error("health sampler stopped", "err", err)
+			}
+		}()
+	}
 	return bus.Run(ctx, s.deps.NC, bus.ServiceConfig{
 		Name: Name, Version: "1.0.0", Description: "status, health and configuration versions",
 		Log:       s.deps.Log,
@@ -172,6 +184,9 @@ func (s *Service) Endpoints() []bus.Endpoint {
 			bus.Bind(api.ConfigDiff, s.configDiff),
 			bus.Bind(api.ConfigShow, s.configShow),
 			bus.Bind(api.Restore, s.restore),
+			bus.Bind(api.AlarmsList, s.listAlarms),
+			bus.Bind(api.AlarmsAck, s.ackAlarm),
+			bus.Bind(api.HealthGet, s.listHealth),
 			bus.Endpoint{Subject: api.BackupGet.Subject(), Handler: s.backup, Concurrency: 2},
 		)
 	}
