@@ -13,6 +13,11 @@ import (
 // caller may ask for (300 s) and a margin for the answer to travel back.
 const OLTTimeout = 310 * time.Second
 
+// OLTConcurrency is how many calls of one OLT operation a replica works on
+// at once: they wait on OLTs (tens of ms per command), not on the router,
+// so many more than DefaultConcurrency.
+const OLTConcurrency = 48
+
 // Events of the olt service, on router.events.olt.<kind>.
 const (
 	EventOLTCreated = "olt.created"
@@ -315,7 +320,7 @@ func oltOp[Req any](name, summary string, write bool) Op[Req, OLTAnswer] {
 		Service: "olt", Name: "op." + name,
 		Summary: kind + " the OLT: " + summary + " Answers the OLT envelope; any other method than POST is a 405.",
 		REST:    []REST{{"POST", "/olt/" + name}}, Action: "olt-" + name,
-		Timeout: OLTTimeout, Attempt: OLTTimeout,
+		Timeout: OLTTimeout, Attempt: OLTTimeout, Concurrency: OLTConcurrency,
 	})
 }
 

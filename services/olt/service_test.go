@@ -63,7 +63,7 @@ type rig struct {
 
 // start runs the olt and subscribers services, a gateway in front of
 // them, and one simulated OLT.
-func start(t *testing.T) *rig {
+func start(t testing.TB) *rig {
 	t.Helper()
 	env := testenv.Start(t)
 	if err := bus.EnsureStream(context.Background(), env.NC); err != nil {
@@ -108,7 +108,7 @@ func start(t *testing.T) *rig {
 	return &rig{url: "http://" + l.Addr().String(), env: env, sim: srv, simHost: host, simPort: port, logs: logs, state: state}
 }
 
-type testWriter struct{ t *testing.T }
+type testWriter struct{ t testing.TB }
 
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimRight(string(p), "\n"))
@@ -121,7 +121,7 @@ type answer struct {
 	body   map[string]any
 }
 
-func (r *rig) do(t *testing.T, method, path string, body any, hdr map[string]string) answer {
+func (r *rig) do(t testing.TB, method, path string, body any, hdr map[string]string) answer {
 	t.Helper()
 	var rd io.Reader
 	switch b := body.(type) {
