@@ -236,7 +236,7 @@ func (s *Service) get(ctx context.Context, q *api.BGPQuery) (*api.BGPView, error
 	for _, pe := range cur.Peers {
 		out := api.BGPPeer{Name: pe.Name, IP: pe.IP, ASN: pe.ASN, Type: pe.Type, Routes: pe.Routes, Role: pe.Role,
 			Enabled: pe.Enabled, Description: pe.Description, PasswordSet: pe.Password != "",
-			BlackholeCommunity: pe.BlackholeCommunity, MaxPrefix: pe.MaxPrefix, Multihop: pe.Multihop, BFD: pe.BFD}
+			BlackholeCommunity: pe.BlackholeCommunity, MaxPrefix: conf.EffectiveMaxPrefix(&pe), Multihop: pe.Multihop, BFD: pe.BFD}
 		if pr, ok := live.protos[conf.ProtoName(pe.Name)]; ok && cur.Enabled {
 			st := pr.BGPState
 			if st == "" {

@@ -232,7 +232,8 @@ func TestBGPWithRealPeer(t *testing.T) {
 	link(t, r, u)
 	peerSock := peerBird(t, u)
 	env := testenv.Start(t)
-	start(t, env, r, t.TempDir(), time.Minute)
+	dir := t.TempDir()
+	start(t, env, r, dir, time.Minute)
 
 	// BGP off: nothing waits.
 	if a := call(t, env, api.BGPSetOp, map[string]any{"asn": 65010, "router_id": "198.18.0.2"}, 200); a["pending"] != false {
@@ -396,6 +397,29 @@ func TestBGPWithRealPeer(t *testing.T) {
 		}
 		return nil
 	})
+
+	// A backup upstream is depreferred both ways: our prefix reaches it
+	// with our AS prepended twice more, its routes get local preference
+	// 50 here. The password stays although not sent again.
+	if a := call(t, env, api.BGPPeerAddOp, map[string]any{"name": "up-1", "ip": "198.18.0.1", "asn": 65000, "role": "backup"}, 200); a["pending"] != true {
+		t.Fatalf("peer change: %v", a)
+	}
+	call(t, env, api.BGPConfirmOp, nil, 200)
+	ourSock := filepath.Join(dir, "bird.ctl")
+	testenv.Eventually(t, 30*time.Second, func() error {
+		out, err := birdShowErr(peerSock, "show route 185.10.0.0/22 all")
+		if err != nil || !strings.Contains(out, "BGP.as_path: 65010 65010 65010") {
+			return fmt.Errorf("at the peer (%v):\n%s", err, out)
+		}
+		out, err = birdShowErr(ourSock, "show route 0.0.0.0/0 all")
+		if err != nil || !strings.Contains(out, "BGP.local_pref: 50") {
+			return fmt.Errorf("here (%v):\n%s", err, out)
+		}
+		return nil
+	})
+	if p := peerOf(t, call(t, env, api.BGPGet, nil, 200), "up-1"); p["password_set"] != true || p["role"] != "backup" {
+		t.Fatalf("peer: %v", p)
+	}
 }
 
 // TestUnconfirmedChangeUndone: with a short confirm window, a change not

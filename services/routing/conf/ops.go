@@ -103,10 +103,10 @@ func (s *Settings) PeerAdd(r *api.BGPPeerAdd, seal func(peer, clear string) (str
 			p.BlackholeCommunity = c
 		}
 	}
+	// 0 means the default of the peer's kind, so that a peer turned from
+	// routes: default to full gets the full table's limit, not 16.
 	if r.MaxPrefix != nil {
 		p.MaxPrefix = *r.MaxPrefix
-	} else if i < 0 || p.MaxPrefix == 0 {
-		p.MaxPrefix = DefaultMaxPrefix(&p)
 	}
 	if r.Multihop != nil {
 		p.Multihop = *r.Multihop

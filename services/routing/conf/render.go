@@ -236,10 +236,7 @@ func renderPeer(w func(string, ...any), s Settings, p *Peer, rpki bool, o Option
 	if p.BFD {
 		w("  bfd on;")
 	}
-	mp := p.MaxPrefix
-	if mp == 0 {
-		mp = DefaultMaxPrefix(p)
-	}
+	mp := EffectiveMaxPrefix(p)
 	w("  ipv%s {", fam)
 	w("    import keep filtered on;")
 	w("    import filter in_%s;", name)

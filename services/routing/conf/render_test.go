@@ -114,3 +114,63 @@ func TestRenderGolden(t *testing.T) {
 		})
 	}
 }
+
+func TestMaxPrefixDefaults(t *testing.T) {
+	s := Settings{ASN: 65010}
+	seal := func(_, p string) (string, error) { return p, nil }
+	if _, err := s.PeerAdd(&api.BGPPeerAdd{Name: "a", IP: "198.18.0.1", ASN: 65000}, seal); err != nil {
+		t.Fatal(err)
+	}
+	if got := EffectiveMaxPrefix(&s.Peers[0]); got != 16 {
+		t.Errorf("default-route peer: %d", got)
+	}
+	// Turned into a full-table peer without a max_prefix: the full table's.
+	if _, err := s.PeerAdd(&api.BGPPeerAdd{Name: "a", IP: "198.18.0.1", ASN: 65000, Routes: ptr("full")}, seal); err != nil {
+		t.Fatal(err)
+	}
+	if got := EffectiveMaxPrefix(&s.Peers[0]); got != 1_500_000 {
+		t.Errorf("full IPv4: %d", got)
+	}
+	if _, err := s.PeerAdd(&api.BGPPeerAdd{Name: "b", IP: "2001:db8::1", ASN: 65000, Routes: ptr("full")}, seal); err != nil {
+		t.Fatal(err)
+	}
+	if got := EffectiveMaxPrefix(&s.Peers[1]); got != 400_000 {
+		t.Errorf("full IPv6: %d", got)
+	}
+	if _, err := s.PeerAdd(&api.BGPPeerAdd{Name: "b", IP: "2001:db8::1", ASN: 65000, MaxPrefix: ptr[int64](1000)}, seal); err != nil {
+		t.Fatal(err)
+	}
+	if got := EffectiveMaxPrefix(&s.Peers[1]); got != 1000 {
+		t.Errorf("explicit: %d", got)
+	}
+	// Fields not sent stay.
+	if s.Peers[1].Routes != "full" || !s.Peers[1].Enabled || s.Peers[1].Type != "upstream" || s.Peers[1].Role != "primary" {
+		t.Errorf("peer b: %+v", s.Peers[1])
+	}
+}
+
+func TestChecks(t *testing.T) {
+	for _, c := range []struct {
+		in string
+		ok bool
+	}{
+		{"185.10.0.0/22", true}, {"185.10.0.0/8", false}, {"185.0.0.0/8", true}, {"185.10.0.0/25", false},
+		{"10.0.0.0/8", false}, {"100.64.0.0/10", false}, {"2a0a:1000::/32", true}, {"2a0a::/15", false},
+		{"2a0a:1000::/49", false}, {"2001:db8::/32", false}, {"fc00::/7", false}, {"185.10.0.1/22", false}, {"nonsense", false},
+	} {
+		if _, err := CheckAnnounce(c.in); (err == nil) != c.ok {
+			t.Errorf("announce %s: %v", c.in, err)
+		}
+	}
+	for _, c := range []struct {
+		in string
+		ok bool
+	}{{"185.10.1.7", true}, {"192.168.1.1", false}, {"2a0a:1000::7", true}, {"::1", false}, {"224.0.0.1", false}} {
+		if _, err := CheckBlackhole(c.in); (err == nil) != c.ok {
+			t.Errorf("blackhole %s: %v", c.in, err)
+		}
+	}
+	if a, err := ParseArea("1"); err != nil || a != "0.0.0.1" {
+		t.Errorf("area 1: %s %v", a, err)
+	}
+}

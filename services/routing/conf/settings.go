@@ -136,6 +136,14 @@ func (s *Settings) Problems() []string {
 	return out
 }
 
+// EffectiveMaxPrefix is the peer's max_prefix, or its kind's default.
+func EffectiveMaxPrefix(p *Peer) int64 {
+	if p.MaxPrefix > 0 {
+		return p.MaxPrefix
+	}
+	return DefaultMaxPrefix(p)
+}
+
 // DefaultMaxPrefix is the max_prefix a peer gets when none is set.
 func DefaultMaxPrefix(p *Peer) int64 {
 	if p.Type == "upstream" && p.Routes == "full" {
