@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"regexp"
@@ -88,4 +89,57 @@ func TestFullKernelLabQinQ(t *testing.T) {
 	if out := r.inRouter("ip", "-o", "link", "show"); strings.Contains(out, "svlan") {
 		t.Errorf("links left:\n%s", out)
 	}
+}
+
+// TestLabAddresses drives addresses and GET /iface over HTTP on any kernel:
+// an address corrected to the first host, the 409 for a subnet on another
+// interface, the served subnet named when its address goes, 400 for other
+// methods on /ip; on a kernel without VLANs, POST /vlans is a 500 carrying
+// the kernel's refusal.
+func TestLabAddresses(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("end-to-end: routerd --lab needs root to create network namespaces")
+	}
+	r := startLab(t, binary(t), uniquePrefix(), t.TempDir())
+	m := r.must("POST", "/ip", map[string]any{"iface": "sub0", "ip": "10.78.0.0/24"}, 201)
+	if m["assigned"] != "10.78.0.1/24" || m["note"] == nil {
+		t.Errorf("corrected address: %v", m)
+	}
+	if out := r.inRouter("ip", "-4", "addr", "show", "dev", "sub0"); !strings.Contains(out, "10.78.0.1/24") {
+		t.Errorf("address not live:\n%s", out)
+	}
+	r.must("POST", "/ip", map[string]any{"iface": "up0", "ip": "10.78.0.9/24"}, 409)
+	r.must("GET", "/ip", nil, 400)
+	m = r.must("GET", "/iface", nil, 200)
+	found := false
+	for _, i := range m["interfaces"].([]any) {
+		if i := i.(map[string]any); i["name"] == "sub0" {
+			found = strings.Contains(strings.Join(toStrings(i["ips"]), ","), "10.78.0.1/24")
+		}
+	}
+	if !found {
+		t.Errorf("GET /iface does not show sub0 with 10.78.0.1/24: %v", m)
+	}
+	r.must("DELETE", "/ip", map[string]any{"iface": "sub0", "ip": "10.78.0.1/24"}, 200)
+	// The lab's served subnet loses its only address: named, not removed.
+	r.must("POST", "/ip", map[string]any{"iface": "sub0", "ip": "10.77.0.1/24"}, 201) // already live: persisted
+	m = r.must("DELETE", "/ip", map[string]any{"iface": "sub0", "ip": "10.77.0.1/24"}, 200)
+	if u, _ := m["unused_subnet"].(map[string]any); u == nil || u["block"] != "10.77.0.0/24" || m["warning"] == nil {
+		t.Errorf("served subnet not named on delete: %v", m)
+	}
+	if st, m := r.call("POST", "/vlans", map[string]any{"parent": "up0", "vlan_id": 300}); st != 201 {
+		if st != 500 || !strings.Contains(fmt.Sprint(m["error"]), "802.1Q") || m["detail"] == nil {
+			t.Errorf("POST /vlans on a kernel without VLANs: %d %v", st, m)
+		}
+		r.must("GET", "/vlans", nil, 200)
+	}
+}
+
+func toStrings(v any) []string {
+	var out []string
+	list, _ := v.([]any)
+	for _, x := range list {
+		out = append(out, fmt.Sprint(x))
+	}
+	return out
 }

@@ -59,9 +59,10 @@ func New(d Deps) (*Service, error) {
 		return nil, err
 	}
 	st := store.New(d.KV, Name)
+	routes := route.NewTable(st, nl, d.Now)
 	vlans := vlan.NewBook(st, nl, d.Now)
-	vlans.Serving = dhcpServer{nc: d.NC}
-	return &Service{deps: d, nl: nl, st: st, routes: route.NewTable(st, nl, d.Now), vlans: vlans, pub: bus.NewPublisher(d.NC, Name, d.Log)}, nil
+	vlans.Serving = dhcpServer{nc: d.NC, routes: routes}
+	return &Service{deps: d, nl: nl, st: st, routes: routes, vlans: vlans, pub: bus.NewPublisher(d.NC, Name, d.Log)}, nil
 }
 
 // Run serves while it holds the host lock, standing by while another

@@ -77,6 +77,23 @@ type Book struct {
 // the VLAN is not fully served. It never undoes the VLAN.
 type Server interface {
 	Serve(ctx context.Context, name, label string, v4, v6 bool) (served *api.Served, warning string)
+	// Unserve takes a VLAN that is being deleted out of DHCPv4, DHCPv6 and
+	// prefix delegation, and removes the static routes through it: what
+	// its owners removed, and what they refused (best effort: the VLAN
+	// goes anyway).
+	Unserve(ctx context.Context, name string) Unserved
+	// Unused names what serves the subnet of an address just removed from
+	// iface when no address of that subnet is left there (a DHCP subnet,
+	// a delegation range): named, never removed.
+	Unused(ctx context.Context, iface string, removed netip.Prefix, left []netip.Prefix, a *api.AddrAnswer)
+}
+
+// Unserved is what the owners removed for a deleted VLAN.
+type Unserved struct {
+	Subnets []string
+	PDPool  any
+	Routes  []string
+	Errors  []string
 }
 
 // NewBook manages VLANs through nl, storing in st.
@@ -371,6 +388,12 @@ func (b *Book) Delete(ctx context.Context, in *api.VLANRef) (*api.VLANDeleteAnsw
 			return nil, apierr.Conflict("%s is the parent of %s", r.Name, o.Name).With("fix", "delete "+o.Name+" first")
 		}
 	}
+	// Its subnets, delegation pool and routes go first, while the link
+	// and its addresses are still there for their owners to find.
+	var un Unserved
+	if b.Serving != nil {
+		un = b.Serving.Unserve(ctx, r.Name)
+	}
 	if _, err := b.st.Txn().IfRevision(b.key(r.Name), rev).Delete(b.key(r.Name)).Commit(ctx); err != nil {
 		if errors.Is(err, store.ErrConflict) {
 			return nil, apierr.Conflict("%s changed while being deleted; try again", r.Name)
@@ -383,9 +406,13 @@ func (b *Book) Delete(ctx context.Context, in *api.VLANRef) (*api.VLANDeleteAnsw
 		_, _ = b.st.Txn().Put(b.key(r.Name), r).Commit(context.WithoutCancel(ctx))
 		return nil, kernelErr(err, "the kernel refused to remove %s: %v", r.Name, err)
 	}
-	return &api.VLANDeleteAnswer{Result: api.Result{Message: "VLAN " + r.Name + " deleted"}, Name: r.Name,
-		RemovedSubnets: []string{}, RemovedRoutes: []string{}, RemovedForwards: []string{},
-		Kept: map[string]any{"rrd": nil}}, nil
+	a := &api.VLANDeleteAnswer{Result: api.Result{Message: "VLAN " + r.Name + " deleted"}, Name: r.Name,
+		RemovedSubnets: nonNil(un.Subnets), RemovedPDPool: un.PDPool, RemovedRoutes: nonNil(un.Routes), RemovedForwards: []string{},
+		Kept: map[string]any{"rrd": nil}}
+	if len(un.Errors) > 0 {
+		a.Message += "; not everything depending on it could be removed: " + strings.Join(un.Errors, "; ")
+	}
+	return a, nil
 }
 
 // Disable answers POST /vlans/disable.
@@ -601,55 +628,68 @@ func (b *Book) AddAddr(ctx context.Context, in *api.AddrChange) (*api.AddrAnswer
 	return a, nil
 }
 
-// DeleteAddr answers DELETE /ip.
+// DeleteAddr answers DELETE /ip; when the subnet of the address is left
+// without an address on the interface, what serves it is named.
 func (b *Book) DeleteAddr(ctx context.Context, in *api.AddrChange) (*api.AddrAnswer, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	a, p, err := b.deleteAddr(ctx, in)
+	if err != nil || b.Serving == nil {
+		return a, err
+	}
+	if live, err := liveAddrs(b.nl); err == nil {
+		b.Serving.Unused(ctx, in.Iface, p, live[in.Iface], a)
+	}
+	return a, nil
+}
+
+func (b *Book) deleteAddr(ctx context.Context, in *api.AddrChange) (*api.AddrAnswer, netip.Prefix, error) {
 	p, err := netip.ParsePrefix(in.IP)
 	if err != nil {
-		return nil, apierr.Invalid("ip", "invalid ip %q: want the address as assigned, in CIDR", in.IP)
+		return nil, p, apierr.Invalid("ip", "invalid ip %q: want the address as assigned, in CIDR", in.IP)
 	}
 	p = netip.PrefixFrom(p.Addr().Unmap(), p.Bits())
 	l, err := b.nl.LinkByName(in.Iface)
 	if err != nil {
-		return nil, apierr.NotFound("interface %s not found", in.Iface).With("field", "iface")
+		return nil, p, apierr.NotFound("interface %s not found", in.Iface).With("field", "iface")
 	}
 	recs, err := b.records(ctx)
 	if err != nil {
-		return nil, err
+		return nil, p, err
 	}
 	a := &api.AddrAnswer{Persisted: true, Result: api.Result{Message: fmt.Sprintf("%s removed from %s", p, in.Iface)}}
 	a.SetEvent(event.AddrDeleted, in.Iface, p.String())
+
 	if r, ok := recs[in.Iface]; ok {
 		_, rev, err := b.get(ctx, r.Name)
 		if err != nil {
-			return nil, err
+			return nil, p, err
 		}
 		old := r
 		r.IPs, r.IPs6 = without(r.IPs, p), without(r.IPs6, p)
 		if len(r.IPs) == len(old.IPs) && len(r.IPs6) == len(old.IPs6) {
-			return nil, apierr.NotFound("%s is not an address of %s", p, in.Iface).With("field", "ip")
+			return nil, p, apierr.NotFound("%s is not an address of %s", p, in.Iface).With("field", "ip")
 		}
 		if err := b.change(ctx, recs, old, r, rev); err != nil {
-			return nil, err
+			return nil, p, err
 		}
-		return a, nil
+		return a, p, nil
 	}
 	key := b.addrKey(in.Iface, p)
 	pa, rev, err := store.Get[PortAddr](ctx, b.st, key)
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, apierr.NotFound("%s is not an address the router configured on %s", p, in.Iface).With("field", "ip")
+		return nil, p, apierr.NotFound("%s is not an address the router configured on %s", p, in.Iface).With("field", "ip")
 	} else if err != nil {
-		return nil, err
+		return nil, p, err
 	}
 	if _, err := b.st.Txn().IfRevision(key, rev).Delete(key).Commit(ctx); err != nil {
-		return nil, err
+		return nil, p, err
 	}
 	if err := b.nl.AddrDel(l, toAddr(p)); err != nil && !strings.Contains(err.Error(), "cannot assign") {
 		_, _ = b.st.Txn().Put(key, pa).Commit(context.WithoutCancel(ctx))
-		return nil, kernelErr(err, "the kernel refused to remove %s from %s: %v", p, in.Iface, err)
+		return nil, p, kernelErr(err, "the kernel refused to remove %s from %s: %v", p, in.Iface, err)
 	}
-	return a, nil
+	return a, p, nil
 }
 
 func without(list []string, p netip.Prefix) []string {
