@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -472,8 +473,17 @@ func TestWriteOperations(t *testing.T) {
 	if res["port"] != simPort || res["sn"] != simSN || res["vlan"] != float64(100) {
 		t.Errorf("ont-add result %v", res)
 	}
-	if !strings.Contains(a.raw, "router_110000k") {
-		t.Errorf("plan rate x1.10 not used: %s", a.raw)
+	// The plan's rate x1.10 (made by ont-add, or already by the
+	// background plan sync the plan's creation started).
+	tables := r.do(t, "POST", "/olt/profiles", map[string]any{}, nil)
+	down := -1
+	for _, x := range tables.body["result"].(map[string]any)["traffic_tables"].([]any) {
+		if tt := x.(map[string]any); tt["cir"] == float64(110000) {
+			down = int(tt["index"].(float64))
+		}
+	}
+	if down < 0 || !strings.Contains(a.raw, fmt.Sprintf("outbound traffic-table index %d", down)) {
+		t.Errorf("plan rate x1.10 (table %d) not used: %s", down, a.raw)
 	}
 	a = r.do(t, "POST", "/olt/onus", map[string]any{"port": simPort}, nil)
 	envelope(t, a, "onus", 200)
