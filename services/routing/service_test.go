@@ -267,6 +267,15 @@ func TestBGPWithRealPeer(t *testing.T) {
 	}
 	// A setting with problems: ibgp peer with another AS.
 	call(t, env, api.BGPPeerAddOp, map[string]any{"name": "core", "ip": "198.18.0.5", "asn": 65099, "type": "ibgp"}, 400)
+	call(t, env, api.BGPAnnDelOp, map[string]any{"prefix": "185.99.0.0/24"}, 404)
+	call(t, env, api.BGPPeerDelOp, map[string]any{"name": "nobody"}, 404)
+	call(t, env, api.BGPAnnAddOp, map[string]any{"prefix": "185.12.0.0/24"}, 200)
+	call(t, env, api.BGPAnnDelOp, map[string]any{"prefix": "185.12.0.0/24"}, 200)
+	call(t, env, api.BGPPeerAddOp, map[string]any{"name": "spare", "ip": "198.18.0.9", "asn": 65009}, 200)
+	call(t, env, api.BGPPeerDelOp, map[string]any{"name": "spare"}, 200)
+	if v := call(t, env, api.BGPGet, nil, 200); len(v["peers"].([]any)) != 1 || len(v["announce"].([]any)) != 1 || v["peers"].([]any)[0].(map[string]any)["state"] != nil {
+		t.Fatalf("with BGP off: peers %v announce %v", v["peers"], v["announce"])
+	}
 	if st, _ := callErr(env, api.BGPUnknownOp.Subject(), "POST", map[string]any{"op": "frobnicate"}); st != 404 {
 		t.Errorf("unknown op: %d, want 404", st)
 	}
@@ -620,5 +629,39 @@ protocol bgp customer {
 	}
 	if rs, err := nl.RouteGet([]byte{8, 8, 8, 8}); err == nil && rs[0].Gw != nil {
 		t.Errorf("8.8.8.0/24 (RPKI invalid) installed: %v", rs)
+	}
+}
+
+// TestNoDaemon: without BIRD, GET /bgp says so and changes are 409,
+// nothing stored.
+func TestNoDaemon(t *testing.T) {
+	t.Parallel()
+	ns, err := netns.Open("") // BIRD never runs: nothing touches the namespace
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Close()
+	env := testenv.Start(t)
+	svc, err := routing.New(routing.Deps{NC: env.NC, KV: env.KV, NS: ns, Log: testenv.Log(t), Dir: t.TempDir(), BirdBin: "/nonexistent/bird"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- svc.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	testenv.Eventually(t, 20*time.Second, func() error {
+		st, v := callErr(env, api.BGPGet.Subject(), "GET", nil)
+		if st != 200 || v["installed"] != false || !strings.Contains(fmt.Sprint(v["bird_error"]), "not installed") {
+			return fmt.Errorf("GET /bgp: %d %v", st, v)
+		}
+		return nil
+	})
+	a := call(t, env, api.BGPSetOp, map[string]any{"asn": 65010}, 409)
+	if !strings.Contains(a["error"].(string), "bird2") {
+		t.Errorf("409: %v", a)
+	}
+	if kv, err := env.KV.Get(context.Background(), "/router/routing/settings"); err != nil || len(kv.Kvs) != 0 {
+		t.Errorf("stored: %v %v", kv.Kvs, err)
 	}
 }
