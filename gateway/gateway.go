@@ -252,6 +252,10 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, m *api.Meta, r
 		writeError(w, ae)
 		return
 	}
+	if obj := rep.Headers[api.ArchiveObjectHeader]; obj != "" && rep.Status < 300 {
+		g.writeObject(w, r, rep, obj) // a large archive, through the object store
+		return
+	}
 	writeReply(w, rep)
 }
 

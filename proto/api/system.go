@@ -236,7 +236,7 @@ var (
 	// BackupGet is GET /backup.
 	BackupGet = Define[None, BackupArchive](Meta{
 		Service: "system", Name: "backup.get", REST: []REST{{"GET", "/backup"}}, Read: true, Timeout: 60 * time.Second,
-		Summary: "A .tar.gz (application/gzip, Content-Disposition with a timestamped file name) of etc/ (the configuration documents) and data/ (an etcd snapshot taken at one revision, and a manifest). 500 {error, detail} on failure. Today the archive travels as one bus message, so it is refused (500) past the bus's payload limit (8 MiB less headers); chunking is to come. No action form.",
+		Summary: "A .tar.gz (application/gzip, Content-Disposition with a timestamped file name) of etc/ (the configuration documents) and data/ (an etcd snapshot taken at one revision, and a manifest). 500 {error, detail} on failure. The archive is made as a stream, put in chunks in the bus's object store (ROUTER_ARCHIVES) and streamed by the gateway to the client: never whole in memory nor in one bus message. No action form.",
 	})
 	// Restore is POST /restore.
 	Restore = Define[RestoreRequest, RestoreAnswer](Meta{
@@ -393,4 +393,13 @@ var (
 		Service: "system", Name: "health.list", REST: []REST{{"GET", "/health"}}, Read: true,
 		Summary: "Health readings (CPU, load, memory, disk of the state directory, temperature where there are sensors, each service up or down), sampled every minute and kept for a day. No action form.",
 	})
+)
+
+// Archives too large for one bus message travel through the JetStream
+// object store: the service puts the archive in ArchiveBucket, streamed in
+// chunks, and answers with no body and ArchiveObjectHeader naming the
+// object; the gateway streams the object to the HTTP client and deletes it.
+const (
+	ArchiveBucket       = "ROUTER_ARCHIVES"
+	ArchiveObjectHeader = "X-Router-Archive-Object"
 )

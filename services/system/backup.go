@@ -2,7 +2,6 @@ package system
 
 import (
 	"archive/tar"
-	"bytes"
 	"compress/gzip"
 	"context"
 	"encoding/json"
@@ -15,6 +14,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"routerd.dev/proto/api"
@@ -99,21 +100,6 @@ func writeArchive(w io.Writer, docs confdoc.Docs, snapshot io.Reader, m Manifest
 	return gz.Close()
 }
 
-// limitedBuffer refuses to grow past max.
-type limitedBuffer struct {
-	bytes.Buffer
-	max int
-}
-
-var errTooLarge = errors.New("archive too large")
-
-func (b *limitedBuffer) Write(p []byte) (int, error) {
-	if b.Len()+len(p) > b.max {
-		return 0, errTooLarge
-	}
-	return b.Buffer.Write(p)
-}
-
 // backup answers GET /backup with the archive (a raw answer: not JSON).
 func (s *Service) backup(ctx context.Context, _ *pb.Request) (int, any, error) {
 	docs, err := s.running(ctx)
@@ -136,19 +122,42 @@ func (s *Service) backup(ctx context.Context, _ *pb.Request) (int, any, error) {
 	}
 	defer snap.Close()
 	now := s.deps.Now()
-	buf := &limitedBuffer{max: int(s.deps.NC.MaxPayload()) - 64<<10}
-	err = writeArchive(buf, docs, snap, Manifest{Created: now.Format(time.RFC3339), RouterVersion: version.Version,
-		Revision: rev, Documents: len(docs), Digest: confdoc.Digest(docs)})
-	if errors.Is(err, errTooLarge) {
-		return 0, nil, apierr.Internal(fmt.Sprintf("the archive is larger than one bus message (%d bytes)", buf.max),
-			"backup failed: archive too large for the bus")
+	name := "routerd-backup-" + now.UTC().Format("20060102-150405") + ".tar.gz"
+	obs, err := archiveStore(ctx, s.deps.NC)
+	if err != nil {
+		return 0, nil, apierr.Internal(err.Error(), "backup failed: the archive store of the bus is not available")
 	}
+	// The archive is written into a pipe and put in the object store in
+	// chunks as it is made: never whole in memory, never one bus message.
+	pr, pw := io.Pipe()
+	go func() {
+		pw.CloseWithError(writeArchive(pw, docs, snap, Manifest{Created: now.Format(time.RFC3339), RouterVersion: version.Version,
+			Revision: rev, Documents: len(docs), Digest: confdoc.Digest(docs)}))
+	}()
+	object := name + "." + api.OriginOf(ctx).RequestID
+	info, err := obs.Put(ctx, jetstream.ObjectMeta{Name: object}, pr)
+	pr.CloseWithError(io.ErrClosedPipe)
 	if err != nil {
 		return 0, nil, apierr.Internal(err.Error(), "backup failed")
 	}
-	name := "routerd-backup-" + now.UTC().Format("20060102-150405") + ".tar.gz"
-	return 200, bus.Raw{ContentType: "application/gzip", Data: buf.Bytes(),
-		Headers: map[string]string{"Content-Disposition": `attachment; filename="` + name + `"`}}, nil
+	s.deps.Log.Info("backup archive made", "object", object, "bytes", info.Size, "documents", len(docs), "revision", rev)
+	return 200, bus.Raw{ContentType: "application/gzip", Headers: map[string]string{
+		"Content-Disposition":   `attachment; filename="` + name + `"`,
+		api.ArchiveObjectHeader: api.ArchiveBucket + "/" + object,
+	}}, nil
+}
+
+// archiveStore is the object store archives travel through; objects left
+// behind (a gateway that died before fetching one) expire.
+func archiveStore(ctx context.Context, nc *nats.Conn) (jetstream.ObjectStore, error) {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, err
+	}
+	return js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{
+		Bucket: api.ArchiveBucket, Description: "backup archives on their way to the HTTP client",
+		TTL: 30 * time.Minute, Storage: jetstream.FileStorage,
+	})
 }
 
 // readArchive validates an archive on the router and returns its

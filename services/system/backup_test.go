@@ -4,14 +4,21 @@ import (
 	"archive/tar"
 	"bytes"
 	"compress/gzip"
+	"context"
+	"crypto/rand"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
+	"routerd.dev/proto/api"
 	"routerd.dev/shared/testenv"
 )
 
@@ -219,4 +226,39 @@ func TestRestoreRefused(t *testing.T) {
 	if st != 500 || m["undo_version"].(float64) != 2 || strs(m["not_restored"])[0] != "etc/unknown.json" {
 		t.Errorf("unknown document: %d %v", st, m)
 	}
+}
+
+// TestBackupLarge: an archive larger than one bus message (8 MiB) reaches
+// the client whole, streamed through the object store, which keeps
+// nothing of it afterwards.
+func TestBackupLarge(t *testing.T) {
+	r := newRig(t, false)
+	plan(t, r, "gold", 500)
+	junk := make([]byte, 1<<20)
+	for i := 0; i < 12; i++ {
+		rand.Read(junk)
+		if _, err := r.env.KV.Put(context.Background(), fmt.Sprintf("/router/test/junk/%d", i), string(junk)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	resp, archive := r.get("/backup")
+	if resp.StatusCode != 200 || len(archive) < 12<<20 || resp.Header.Get("X-Router-Archive-Object") != "" ||
+		resp.Header.Get("Content-Length") != fmt.Sprint(len(archive)) {
+		t.Fatalf("backup: %d, %d bytes, %v", resp.StatusCode, len(archive), resp.Header)
+	}
+	files := entries(t, archive)
+	if len(files["data/etcd.snapshot"]) < 12<<20 || !strings.Contains(string(files["etc/plans.json"]), "gold") {
+		t.Fatalf("archive holds %v", keys(files))
+	}
+	js, _ := jetstream.New(r.env.NC)
+	obs, err := js.ObjectStore(context.Background(), api.ArchiveBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 5*time.Second, func() error {
+		if l, _ := obs.List(context.Background()); len(l) != 0 {
+			return fmt.Errorf("object store keeps %d objects", len(l))
+		}
+		return nil
+	})
 }
