@@ -34,7 +34,8 @@ func needBird(t *testing.T) {
 }
 
 // link joins router namespace r and uplink namespace u with a veth pair:
-// up0 198.18.0.2/30 in r, eth0 198.18.0.1/30 in u.
+// up0 198.18.0.2/30 and 2001:db8:ffff::2/64 in r, eth0 198.18.0.1/30 and
+// 2001:db8:ffff::1/64 in u.
 func link(t *testing.T, r, u *netns.NS) {
 	t.Helper()
 	nl, err := r.Netlink()
@@ -62,6 +63,11 @@ func link(t *testing.T, r, u *netns.NS) {
 		}
 		a, _ := netlink.ParseAddr(side.addr)
 		if err := side.h.AddrAdd(l, a); err != nil {
+			t.Fatal(err)
+		}
+		a6, _ := netlink.ParseAddr(map[string]string{"up0": "2001:db8:ffff::2/64", "eth0": "2001:db8:ffff::1/64"}[side.name])
+		a6.Flags = 0x02 // IFA_F_NODAD: usable at once
+		if err := side.h.AddrAdd(l, a6); err != nil {
 			t.Fatal(err)
 		}
 		for _, n := range []string{side.name, "lo"} {
@@ -664,4 +670,41 @@ func TestNoDaemon(t *testing.T) {
 	if kv, err := env.KV.Get(context.Background(), "/router/routing/settings"); err != nil || len(kv.Kvs) != 0 {
 		t.Errorf("stored: %v %v", kv.Kvs, err)
 	}
+}
+
+// TestIPv6Peer: an IPv6 session: the upstream's default ::/0 is received
+// and its other route filtered, our IPv6 prefix reaches it.
+func TestIPv6Peer(t *testing.T) {
+	needBird(t)
+	t.Parallel()
+	r, u := testenv.Netns(t), testenv.Netns(t)
+	link(t, r, u)
+	peerSock := peerBirdWith(t, u, `router id 198.18.0.1;
+protocol device {}
+protocol static st6 { ipv6; route ::/0 blackhole; route 2a0b:4000::/32 blackhole; }
+protocol bgp customer6 {
+  local as 65000;
+  neighbor 2001:db8:ffff::2 as 65010;
+  direct;
+  ipv6 { import all; export all; };
+}
+`)
+	env := testenv.Start(t)
+	start(t, env, r, t.TempDir(), time.Minute)
+	call(t, env, api.BGPSetOp, map[string]any{"asn": 65010, "router_id": "198.18.0.2"}, 200)
+	call(t, env, api.BGPPeerAddOp, map[string]any{"name": "up6", "ip": "2001:db8:ffff::1", "asn": 65000}, 200)
+	call(t, env, api.BGPAnnAddOp, map[string]any{"prefix": "2a0a:1000::/32"}, 200)
+	call(t, env, api.BGPSetOp, map[string]any{"enabled": true}, 200)
+	call(t, env, api.BGPConfirmOp, nil, 200)
+	testenv.Eventually(t, 30*time.Second, func() error {
+		p := peerOf(t, call(t, env, api.BGPGet, nil, 200), "up6")
+		if p["state"] != "Established" || p["received"].(float64) != 2 || p["filtered"].(float64) != 1 || p["sent"].(float64) != 1 {
+			return fmt.Errorf("peer: %v", p)
+		}
+		out, err := birdShowErr(peerSock, "show route 2a0a:1000::/32")
+		if err != nil || !strings.Contains(out, "2a0a:1000::/32") {
+			return fmt.Errorf("at the peer (%v): %s", err, out)
+		}
+		return nil
+	})
 }
