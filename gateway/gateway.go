@@ -6,6 +6,7 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -344,15 +345,21 @@ func matchPattern(pattern, path string) bool {
 
 // objectOrEmpty keeps a body that is a JSON object; anything else counts as
 // empty, as the spec says.
+// (Checked without decoding: the service decodes the arguments once.)
 func objectOrEmpty(body []byte) json.RawMessage {
-	var m map[string]json.RawMessage
-	if len(body) == 0 || json.Unmarshal(body, &m) != nil || m == nil {
+	t := bytes.TrimSpace(body)
+	if len(t) == 0 || t[0] != '{' || !json.Valid(t) {
 		return json.RawMessage(`{}`)
 	}
 	return json.RawMessage(body)
 }
 
+// argString reads one string argument; the object is decoded only when
+// the name appears in it at all.
 func argString(raw json.RawMessage, name string) string {
+	if !bytes.Contains(raw, []byte(`"`+name+`"`)) {
+		return ""
+	}
 	var m map[string]json.RawMessage
 	if json.Unmarshal(raw, &m) != nil {
 		return ""

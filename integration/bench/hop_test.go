@@ -1,0 +1,118 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+
+	"routerd.dev/gateway"
+	"routerd.dev/proto/api"
+	pb "routerd.dev/proto/bus"
+	"routerd.dev/shared/bus"
+	"routerd.dev/shared/testenv"
+)
+
+type echoReq struct {
+	Name string `json:"name" api:"required" pattern:"^[a-z0-9]{1,40}$"`
+	N    int    `json:"n" api:"min=0,max=100000"`
+}
+
+type echoAnswer struct {
+	api.Result
+	Name string `json:"name"`
+	N    int    `json:"n"`
+}
+
+var echoOp = api.Define[echoReq, echoAnswer](api.Meta{Service: "bench", Name: "echo.put", Summary: "echo",
+	REST: []api.REST{{Method: "POST", Path: "/echo"}}})
+
+func echo(ctx context.Context, r *echoReq) (*echoAnswer, error) {
+	return &echoAnswer{Name: r.Name, N: r.N}, nil
+}
+
+// BenchmarkHop isolates the platform's own cost: an operation whose domain
+// method does nothing, called directly (decode, rules, answer, as the
+// adapter does), over the bus (Invoke), and through HTTP and the gateway.
+// The difference is what the gateway and the bus add to every operation.
+func BenchmarkHop(b *testing.B) {
+	nc := testenv.NATS(b)
+	ep := bus.Bind(echoOp, echo)
+	svc, err := bus.Serve(nc, bus.ServiceConfig{Name: "bench", Version: "1.0.0", Endpoints: []bus.Endpoint{ep}, Log: benchLog})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { svc.Stop() })
+	gw, err := gateway.New(gateway.Config{APIKey: key, NC: nc, Log: benchLog, Table: []api.Operation{echoOp}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); _ = gw.Serve(ctx, l) }()
+	b.Cleanup(func() { cancel(); wg.Wait() })
+	url := "http://" + l.Addr().String() + "/echo"
+	body := `{"name":"gold","n":500}`
+	for _, mode := range []string{"direct", "bus", "gateway", "http-only"} {
+		b.Run(mode, func(b *testing.B) {
+			var lat latencies
+			var raw net.Listener
+			if mode == "http-only" {
+				// The floor: a bare Go HTTP round trip on loopback.
+				raw, _ = net.Listen("tcp", "127.0.0.1:0")
+				go http.Serve(raw, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					_, _ = io.Copy(io.Discard, r.Body)
+					w.Header().Set("Content-Type", "application/json")
+					_, _ = w.Write([]byte("{\n    \"ok\": true\n}\n"))
+				}))
+				defer raw.Close()
+			}
+			for i := 0; i < b.N; i++ {
+				lat.time(func() {
+					switch mode {
+					case "direct":
+						if _, _, err := ep.Handler(context.Background(), envelope(body)); err != nil {
+							b.Fatal(err)
+						}
+					case "bus":
+						if _, err := bus.Invoke(context.Background(), nc, echoOp, &echoReq{Name: "gold", N: 500}); err != nil {
+							b.Fatal(err)
+						}
+					case "gateway":
+						post(b, url, body)
+					default:
+						post(b, "http://"+raw.Addr().String()+"/echo", body)
+					}
+				})
+			}
+			lat.report(b)
+		})
+	}
+}
+
+func envelope(body string) *pb.Request {
+	return &pb.Request{Method: "POST", Args: json.RawMessage(body), Caller: "127.0.0.1"}
+}
+
+func post(b *testing.B, url, body string) {
+	req, _ := http.NewRequest("POST", url, strings.NewReader(body))
+	req.Header.Set("X-API-Key", key)
+	resp, err := client.Do(req)
+	if err != nil {
+		b.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode >= 300 {
+		b.Fatalf("POST %s: %d", url, resp.StatusCode)
+	}
+}
