@@ -300,13 +300,13 @@ var (
 	DoctorGet = Define[DoctorRequest, DoctorAnswer](Meta{
 		Service: "system", Name: "doctor.get", REST: []REST{{"GET", "/doctor"}}, Action: "doctor", Read: true,
 		Timeout: 20 * time.Second, Attempt: 15 * time.Second,
-		Summary: "Checks gathered concurrently, each within a deadline (a service that does not answer is itself a finding): services missing from the bus, DHCP not running or its configuration refused, stored configuration documents that do not parse, NATS and etcd health (etcd alarms such as NOSPACE), free space of the state directory, clock synchronisation, configuration not saved. Always 200; `ok` is false on any critical finding.",
+		Summary: "Checks gathered concurrently, each within a deadline (a service that does not answer is itself a finding): services missing from the bus, DHCP not running or its configuration refused, stored configuration documents that do not parse, NATS and etcd health (etcd alarms such as NOSPACE), free space of the state directory, clock synchronisation, the licence, configuration not saved. Always 200; `ok` is false on any critical finding.",
 	})
 	// AlertsGet is GET /alerts.
 	AlertsGet = Define[None, AlertList](Meta{
 		Service: "system", Name: "alerts.get", REST: []REST{{"GET", "/alerts"}}, Action: "alerts", Read: true,
 		Timeout: 20 * time.Second, Attempt: 15 * time.Second,
-		Summary: "Alerts of the spec's types from the doctor's critical and warning findings of those areas (dhcp, interface, dhcp-pool, ...) and from recent events (stranger: device.unknown in the last hour).",
+		Summary: "Alerts of the spec's types: from the doctor's critical and warning findings of those areas (dhcp, licence: missing, invalid, expired or expiring within 14 days; ...) and from recent events: olt (an OLT whose latest olt.unreachable has no olt.reachable after it, last day), fiber (an ONT whose latest event of the last hour is ont.offline or ont.optical; with olt, port, ont), stranger (device.unknown in the last hour).",
 	})
 )
 

@@ -48,6 +48,7 @@ func (s *Service) checks() []check {
 		{"disk", s.checkDisk},
 		{"clock", s.checkClock},
 		{"olt", s.checkOLT},
+		{"licence", s.checkLicence},
 	}
 }
 
@@ -327,6 +328,7 @@ func (s *Service) alerts(ctx context.Context, _ *api.None) (*api.AlertList, erro
 		}
 		a.Alerts = append(a.Alerts, api.Alert{Severity: f.Severity, Type: t, Message: msg})
 	}
+	a.Alerts = append(a.Alerts, s.oltAlerts(ctx)...)
 	a.Alerts = append(a.Alerts, s.strangers(ctx)...)
 	a.Count = len(a.Alerts)
 	return a, nil

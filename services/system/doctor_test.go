@@ -2,8 +2,12 @@ package system_test
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"routerd.dev/proto/event"
 	"routerd.dev/services/system"
@@ -109,7 +113,9 @@ func TestDoctorHealthy(t *testing.T) {
 // TestAlertsStrangers: a device.unknown event in the stream is a stranger
 // alert.
 func TestAlertsStrangers(t *testing.T) {
-	r := newRig(t, false, func(d *system.Deps) { d.Expect = []string{"subscribers", "system"} })
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, system.LicenceFile), []byte(`{"features": ["olt-write"]}`), 0o600)
+	r := newRig(t, false, func(d *system.Deps) { d.Expect = []string{"subscribers", "system"}; d.StateDir = dir })
 	if err := bus.EnsureStream(context.Background(), r.env.NC); err != nil {
 		t.Fatal(err)
 	}
@@ -122,4 +128,86 @@ func TestAlertsStrangers(t *testing.T) {
 	if len(alerts) != 1 || alerts[0].(map[string]any)["type"] != "stranger" || !strings.Contains(alerts[0].(map[string]any)["message"].(string), "02:00:00:00:00:99") {
 		t.Errorf("alerts: %v", al)
 	}
+}
+
+func alertsOf(t *testing.T, r *rig) []map[string]any {
+	t.Helper()
+	st, m := r.do("GET", "/alerts", nil)
+	if st != 200 {
+		t.Fatalf("alerts: %d %v", st, m)
+	}
+	var out []map[string]any
+	for _, a := range m["alerts"].([]any) {
+		out = append(out, a.(map[string]any))
+	}
+	return out
+}
+
+// TestLicenceAlerts: a missing, invalid or expired licence is a licence
+// alert; a valid one none.
+func TestLicenceAlerts(t *testing.T) {
+	dir := t.TempDir()
+	r := newRig(t, false, func(d *system.Deps) { d.Expect = []string{"subscribers", "system"}; d.StateDir = dir })
+	for _, c := range []struct{ content, severity, text string }{
+		{"", "warning", "no licence is installed"},
+		{"{bad", "warning", "the licence is invalid"},
+		{`{"features": ["olt-write"], "expires": "2020-01-31"}`, "critical", "the licence has expired"},
+		{`{"features": ["olt-write"], "expires": "2999-01-31"}`, "", ""},
+	} {
+		os.Remove(filepath.Join(dir, system.LicenceFile))
+		if c.content != "" {
+			os.WriteFile(filepath.Join(dir, system.LicenceFile), []byte(c.content), 0o600)
+		}
+		var got []map[string]any
+		for _, a := range alertsOf(t, r) {
+			if a["type"] == "licence" {
+				got = append(got, a)
+			}
+		}
+		if c.text == "" && len(got) != 0 || c.text != "" && (len(got) != 1 || got[0]["severity"] != c.severity || !strings.Contains(got[0]["message"].(string), c.text)) {
+			t.Errorf("licence %q: alerts %v", c.content, got)
+		}
+	}
+}
+
+// TestOLTAlerts: an OLT unreachable is an olt alert naming it until it is
+// reachable again; an ONT with optical power out of range a fiber alert
+// with the OLT, port and ONT.
+func TestOLTAlerts(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, system.LicenceFile), []byte(`{"features": []}`), 0o600)
+	r := newRig(t, false, func(d *system.Deps) { d.Expect = []string{"subscribers", "system"}; d.StateDir = dir })
+	if err := bus.EnsureStream(context.Background(), r.env.NC); err != nil {
+		t.Fatal(err)
+	}
+	pub := bus.NewPublisher(r.env.NC, "olt", testenv.Log(t))
+	send := func(kind string, data map[string]any) {
+		if err := pub.Send(kind, nil, data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send("olt.unreachable", map[string]any{"olt": "pop1", "host": "192.0.2.9", "error": "dial timeout"})
+	send("ont.optical", map[string]any{"olt": "pop1", "port": "0/1/0", "ont_id": 3, "rx_power_dbm": -29.5, "min": -27, "max": -8})
+	find := func(typ string) map[string]any {
+		for _, a := range alertsOf(t, r) {
+			if a["type"] == typ {
+				return a
+			}
+		}
+		return nil
+	}
+	testenv.Eventually(t, 5*time.Second, func() error {
+		o, f := find("olt"), find("fiber")
+		if o == nil || o["olt"] != "pop1" || o["severity"] != "critical" || f == nil || f["port"] != "0/1/0" || f["ont"] != "3" {
+			return fmt.Errorf("alerts: olt %v fiber %v", o, f)
+		}
+		return nil
+	})
+	send("olt.reachable", map[string]any{"olt": "pop1", "host": "192.0.2.9"})
+	testenv.Eventually(t, 5*time.Second, func() error {
+		if o := find("olt"); o != nil {
+			return fmt.Errorf("olt alert after reachable: %v", o)
+		}
+		return nil
+	})
 }
