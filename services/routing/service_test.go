@@ -36,7 +36,7 @@ func needBird(t *testing.T) {
 // link joins router namespace r and uplink namespace u with a veth pair:
 // up0 198.18.0.2/30 and 2001:db8:ffff::2/64 in r, eth0 198.18.0.1/30 and
 // 2001:db8:ffff::1/64 in u.
-func link(t *testing.T, r, u *netns.NS) {
+func link(t testing.TB, r, u *netns.NS) {
 	t.Helper()
 	nl, err := r.Netlink()
 	if err != nil {
@@ -98,7 +98,7 @@ protocol bgp customer {
 }
 `
 
-func peerBirdWith(t *testing.T, u *netns.NS, cfg string) string {
+func peerBirdWith(t testing.TB, u *netns.NS, cfg string) string {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "peer")
 	if err != nil {
@@ -140,7 +140,7 @@ func (r *running) stop() {
 	})
 }
 
-func start(t *testing.T, env *testenv.Env, ns *netns.NS, dir string, confirm time.Duration) *running {
+func start(t testing.TB, env *testenv.Env, ns *netns.NS, dir string, confirm time.Duration) *running {
 	t.Helper()
 	svc, err := routing.New(routing.Deps{NC: env.NC, KV: env.KV, NS: ns, Log: testenv.Log(t), Dir: dir, Confirm: confirm})
 	if err != nil {
@@ -179,7 +179,7 @@ func callErr(env *testenv.Env, subject, method string, body any) (int, map[strin
 	return rep.Status, m
 }
 
-func call(t *testing.T, env *testenv.Env, op api.Operation, body any, want int) map[string]any {
+func call(t testing.TB, env *testenv.Env, op api.Operation, body any, want int) map[string]any {
 	t.Helper()
 	m := op.Describe()
 	method := "POST"
@@ -193,7 +193,7 @@ func call(t *testing.T, env *testenv.Env, op api.Operation, body any, want int) 
 	return out
 }
 
-func peerOf(t *testing.T, v map[string]any, name string) map[string]any {
+func peerOf(t testing.TB, v map[string]any, name string) map[string]any {
 	t.Helper()
 	for _, p := range v["peers"].([]any) {
 		if p.(map[string]any)["name"] == name {
@@ -204,7 +204,7 @@ func peerOf(t *testing.T, v map[string]any, name string) map[string]any {
 	return nil
 }
 
-func birdShow(t *testing.T, sock, cmd string) string {
+func birdShow(t testing.TB, sock, cmd string) string {
 	t.Helper()
 	out, err := birdShowErr(sock, cmd)
 	if err != nil {
