@@ -16,7 +16,7 @@ const OLTTimeout = 310 * time.Second
 // OLTConcurrency is how many calls of one OLT operation a replica works on
 // at once: they wait on OLTs (tens of ms per command), not on the router,
 // so many more than DefaultConcurrency.
-const OLTConcurrency = 48
+const OLTConcurrency = 32
 
 // Events of the olt service, on router.events.olt.<kind>.
 const (

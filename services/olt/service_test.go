@@ -21,6 +21,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"routerd.dev/gateway"
+	"routerd.dev/proto/api"
+	pb "routerd.dev/proto/bus"
 	"routerd.dev/services/olt"
 	"routerd.dev/services/olt/sim"
 	"routerd.dev/services/subscribers"
@@ -106,6 +108,18 @@ func start(t testing.TB) *rig {
 		t.Fatalf("not registered: %v", missing)
 	}
 	host, port, _ := net.SplitHostPort(srv.TelnetAddr())
+	// micro answers the discovery ping before the last endpoints are
+	// subscribed: wait until the last one bound answers.
+	testenv.Eventually(t, 10*time.Second, func() error {
+		rep, err := bus.Call(ctx, env.NC, api.OLTInitOp.Subject(), &pb.Request{Method: "POST", Args: json.RawMessage(`{}`)})
+		if err != nil {
+			return err
+		}
+		if rep.Status == 503 {
+			return fmt.Errorf("olt.op.init not served yet")
+		}
+		return nil
+	})
 	return &rig{url: "http://" + l.Addr().String(), env: env, sim: srv, simHost: host, simPort: port, logs: logs, state: state}
 }
 
