@@ -127,7 +127,9 @@ func (s *Service) change(ctx context.Context, op string, fn func(*conf.Settings)
 	if _, err := txn.Commit(ctx); err != nil {
 		return nil, storeErr(err)
 	}
-	if err := s.apply(ctx, next); err != nil {
+	if err := s.apply(ctx, next); err == nil {
+		s.refused.Store(nil)
+	} else {
 		// Put the previous settings back, in etcd and in the daemon.
 		back := s.fst.Txn().Put(s.settingsKey(), cur)
 		if timed {
@@ -229,6 +231,9 @@ func (s *Service) get(ctx context.Context, q *api.BGPQuery) (*api.BGPView, error
 	}
 	live := s.live(ctx)
 	v.Installed = live.installed
+	if r := s.refused.Load(); live.err == nil && r != nil {
+		live.err = *r
+	}
 	if live.err != nil {
 		e := live.err.Error()
 		v.BirdError = &e

@@ -21,6 +21,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -82,6 +83,9 @@ type Service struct {
 	timer *time.Timer
 	term  context.Context
 	key   []byte // sealing key
+	// refused is why the stored settings could not be loaded at start
+	// (nil when they were, or once a change loads).
+	refused atomic.Pointer[error]
 }
 
 // New builds the service.
@@ -196,12 +200,17 @@ func (s *Service) installStored(ctx context.Context) error {
 		return err
 	}
 	if err := s.install(cur); err != nil {
-		// The stored settings no longer load (a daemon upgrade?): run the
-		// daemon empty rather than not at all; GET /bgp says why.
+		// The stored settings no longer load (a daemon upgrade? a lost
+		// seal.key?): run the daemon empty rather than not at all; GET
+		// /bgp says why in bird_error until a change loads.
 		s.deps.Log.Error("stored routing settings refused by BIRD; starting it without them", "err", err)
 		empty, _ := conf.Render(conf.Settings{}, conf.Options{})
 		_ = s.daemon.Install(empty)
+		e := fmt.Errorf("the stored settings are not loaded: %w", err)
+		s.refused.Store(&e)
+		return nil
 	}
+	s.refused.Store(nil)
 	return nil
 }
 

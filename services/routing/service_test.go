@@ -708,3 +708,40 @@ protocol bgp customer6 {
 		return nil
 	})
 }
+
+// TestStoredSettingsRefused: settings that no longer load at start (here
+// a password sealed under a key this host no longer has) leave BIRD
+// running empty and GET /bgp saying why; a change that loads clears it.
+func TestStoredSettingsRefused(t *testing.T) {
+	needBird(t)
+	t.Parallel()
+	ns := testenv.Netns(t)
+	env := testenv.Start(t)
+	dir := t.TempDir()
+	r := start(t, env, ns, dir, time.Minute)
+	call(t, env, api.BGPPeerAddOp, map[string]any{"name": "up1", "ip": "198.18.0.1", "asn": 65000, "password": "pw"}, 200)
+	r.stop()
+	if err := os.Remove(filepath.Join(dir, "seal.key")); err != nil {
+		t.Fatal(err)
+	}
+	svc, err := routing.New(routing.Deps{NC: env.NC, KV: env.KV, NS: ns, Log: testenv.Log(t), Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- svc.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	testenv.Eventually(t, 20*time.Second, func() error {
+		st, v := callErr(env, api.BGPGet.Subject(), "GET", nil)
+		if st != 200 || !strings.Contains(fmt.Sprint(v["bird_error"]), "does not open") {
+			return fmt.Errorf("GET /bgp: %d %v", st, v["bird_error"])
+		}
+		return nil
+	})
+	// The operator sends the password again: it loads, the error goes.
+	call(t, env, api.BGPPeerAddOp, map[string]any{"name": "up1", "ip": "198.18.0.1", "asn": 65000, "password": "pw"}, 200)
+	if v := call(t, env, api.BGPGet, nil, 200); v["bird_error"] != nil {
+		t.Fatalf("bird_error after the change: %v", v["bird_error"])
+	}
+}
