@@ -4,12 +4,14 @@ import (
 	"archive/tar"
 	"bytes"
 	"compress/gzip"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestLabBackupRestore: plans and routes configured, a version saved, a
@@ -70,8 +72,13 @@ func TestLabBackupRestore(t *testing.T) {
 	if err := os.WriteFile(file, archive, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if doc := r.must("GET", "/doctor", nil, 200); doc["findings"] == nil {
-		t.Errorf("doctor: %v", doc)
+	doc := r.must("GET", "/doctor", nil, 200)
+	for _, f := range doc["findings"].([]any) {
+		f := f.(map[string]any)
+		t.Logf("doctor: %s %s: %s (%s)", f["severity"], f["area"], f["problem"], f["detail"])
+		if a := f["area"]; (a == "dhcp" || a == "interface" || a == "dhcp-pool" || a == "configuration") && f["severity"] != "info" {
+			t.Errorf("the lab's DHCP serving sub0 is a finding: %v", f)
+		}
 	}
 
 	// Destroy the state and start fresh.
@@ -129,6 +136,30 @@ func TestLabBackupRestore(t *testing.T) {
 	if !strings.Contains(got, `"mac": "02:AA:00:00:00:07"`) || !strings.Contains(got, `"ip": "10.77.0.57"`) || !strings.Contains(got, `"id": "svc_7"`) {
 		t.Errorf("reservations in the backup:\n%s", got)
 	}
+
+	// The served interface loses its address: a critical interface
+	// finding, and an interface alert.
+	r.inRouter("ip", "-4", "addr", "flush", "dev", "sub0")
+	eventually(t, 20*time.Second, func() error {
+		doc := r.must("GET", "/doctor", nil, 200)
+		found := false
+		for _, f := range doc["findings"].([]any) {
+			if f := f.(map[string]any); f["area"] == "interface" && f["severity"] == "critical" && strings.Contains(f["problem"].(string), "sub0") {
+				found = true
+			}
+		}
+		al := r.must("GET", "/alerts", nil, 200)
+		alerted := false
+		for _, a := range al["alerts"].([]any) {
+			if a := a.(map[string]any); a["type"] == "interface" && strings.Contains(a["message"].(string), "sub0") {
+				alerted = true
+			}
+		}
+		if !found || doc["ok"] != false || !alerted {
+			return fmt.Errorf("no interface finding and alert for sub0: %v %v", doc["findings"], al["alerts"])
+		}
+		return nil
+	})
 }
 
 // sysArchive writes a tar.gz of files.

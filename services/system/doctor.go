@@ -180,6 +180,7 @@ func (s *Service) checkDHCP(ctx context.Context, _ bool) []api.Finding {
 		out = append(out, api.Finding{Severity: "info", Area: "dhcp", Problem: "no DHCP configuration is stored: DHCP serves nothing",
 			Detail: "no served network", Fix: "add a served network: POST /net"})
 	}
+	out = append(out, s.checkServed(ctx, st.InForce)...)
 	if cs.Source == "last applied" {
 		out = append(out, api.Finding{Severity: "warning", Area: "dhcp", Problem: "DHCP serves its last applied configuration, not the stored one",
 			Detail: "the stored configuration was refused at start", Fix: "correct the configuration or restore a saved version"})
