@@ -32,7 +32,10 @@ const (
 )
 
 var (
-	promptRe  = regexp.MustCompile(`(?:^|\n)([A-Za-z0-9_\-.]+)(\([A-Za-z0-9_\-/.]+\))?([>#])\s*$`)
+	// A prompt is the sysname (anything but blanks and the prompt's own
+	// characters: operators name OLTs "POP@North:1"), the mode in
+	// parentheses, > or #, possibly after blanks some firmware leaves.
+	promptRe  = regexp.MustCompile(`(?:^|\n)[ \t]*([^\s#>()]+)(\([A-Za-z0-9_\-/.]+\))?([>#])\s*$`)
 	moreEndRe = regexp.MustCompile(`-+ More \( Press 'Q' to break \) -+\s*$`)
 	paramEnd  = regexp.MustCompile(`\{ ?<cr>[^\n]*\}:\s*$`)
 	confirmRe = regexp.MustCompile(`\(y/n\)\[[yn]\]:\s*$`)
@@ -518,8 +521,12 @@ func (s *session) telnetLogin(ctx context.Context, d dialer) error {
 	if err := s.send(d.pass + "\r\n"); err != nil {
 		return err
 	}
-	refused := regexp.MustCompile(`invalid|upper limit|User name:\s*$|locked`)
-	raw, err := s.until(ctx, func(t string) bool { return isPrompt(t) || refused.MatchString(t) })
+	// A refusal says so and asks for the user name again, or hangs up. A
+	// prompt means logged in, whatever the banner before it says (legal
+	// notices speak of "invalid" access and "locked" accounts).
+	refused := regexp.MustCompile(`invalid|upper limit|locked`)
+	again := ends("User name:")
+	raw, err := s.until(ctx, func(t string) bool { return isPrompt(t) || again(t) })
 	// The password itself never goes into a transcript.
 	s.ex = append(s.ex, driver.Exchange{Sent: "********", Reply: raw})
 	if err != nil {
@@ -530,7 +537,7 @@ func (s *session) telnetLogin(ctx context.Context, d dialer) error {
 		}
 		return err
 	}
-	if !isPrompt(ansiRe.ReplaceAllString(raw, "")) {
+	if again(raw) || !isPrompt(ansiRe.ReplaceAllString(raw, "")) {
 		text, _ := parse.Clean(raw)
 		return &driver.LoginError{Host: d.host, Reason: strings.TrimSpace(text)}
 	}

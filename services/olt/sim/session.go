@@ -132,6 +132,12 @@ func (s *session) banner() {
 
 `, modelFamily(s.olt.model), now.Add(-time.Hour).Format("2006-01-02 15:04:05-07:00"),
 		now.Add(-50*time.Minute).Format("2006-01-02 15:04:05-07:00")))
+	if b := s.olt.cfg.Banner; b != "" {
+		// Its own write, and a pause before the prompt (the OLT
+		// prepares the CLI): a client sees the banner alone first.
+		s.write(b + "\n\n")
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 func modelFamily(m Model) string {
@@ -178,7 +184,7 @@ func (s *session) run(ctx context.Context) {
 		o.mu.Lock()
 		o.idle[s] = true
 		o.mu.Unlock()
-		if s.write("\n"+p) != nil {
+		if s.write("\n"+o.cfg.PromptIndent+p) != nil {
 			return
 		}
 		line, err := s.readLine(true)

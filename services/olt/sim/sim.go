@@ -66,6 +66,13 @@ type OLTConfig struct {
 	// LegacySSH makes the SSH server offer only what older firmware
 	// offers: diffie-hellman-group1-sha1, CBC ciphers, hmac-sha1.
 	LegacySSH bool
+	// Banner is printed after a successful login, before the first
+	// prompt (operators' legal notices: "unauthorised access is invalid",
+	// "accounts are locked after 3 attempts").
+	Banner string
+	// PromptIndent is printed before every prompt (blanks some firmware
+	// leaves after a cleared line).
+	PromptIndent string
 }
 
 // Server is a running simulator.
