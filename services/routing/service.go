@@ -159,13 +159,16 @@ func (s *Service) serve(ctx context.Context, lock *store.Lock) error {
 	}
 
 	dctx, stopDaemon := context.WithCancel(ctx)
-	daemonDone := make(chan error, 1)
+	daemonDone := make(chan struct{}) // closed when the daemon's runner ends
+	up := make(chan struct{})
+	var upOnce sync.Once
 	if _, err := s.daemon.Installed(); err == nil {
 		go func() {
 			// Each time a daemon comes up (first start, after a crash) it
 			// loads what is stored now: a timer may have undone a change
 			// while it was starting.
-			daemonDone <- s.daemon.Run(dctx, func() {
+			defer close(daemonDone)
+			err := s.daemon.Run(dctx, func() {
 				if err := s.installStored(dctx); err == nil {
 					s.mu.Lock()
 					defer s.mu.Unlock()
@@ -175,13 +178,27 @@ func (s *Service) serve(ctx context.Context, lock *store.Lock) error {
 						s.deps.Log.Error("BIRD did not load the stored settings", "err", err)
 					}
 				}
+				upOnce.Do(func() { close(up) })
 			})
+			if err != nil {
+				s.deps.Log.Error("BIRD cannot run", "err", err)
+			}
 		}()
 	} else {
 		s.deps.Log.Warn("BIRD is not installed: routing changes are refused", "err", err)
 		close(daemonDone)
 	}
 	defer func() { stopDaemon(); <-daemonDone }()
+	// Serve once BIRD answers, so that the first changes find it; after
+	// the bound (a daemon failing to start) serve anyway: GET /bgp says why.
+	select {
+	case <-up:
+	case <-daemonDone:
+	case <-ctx.Done():
+		return nil
+	case <-time.After(10 * time.Second):
+		s.deps.Log.Warn("BIRD not answering yet; serving anyway")
+	}
 	go s.watchSessions(dctx)
 
 	return bus.Run(ctx, s.deps.NC, bus.ServiceConfig{
@@ -237,7 +254,8 @@ func (s *Service) loadPending(ctx context.Context) (*Pending, int64, error) {
 
 // render renders s for the daemon (passwords in clear).
 func (s *Service) render(v conf.Settings) (string, error) {
-	return conf.Render(v, conf.Options{Log: filepath.Join(s.deps.Dir, "bird.log"), RTR: s.deps.RTR, Open: s.open})
+	// BIRD logs to stderr, which the daemon passes into routerd's log.
+	return conf.Render(v, conf.Options{RTR: s.deps.RTR, Open: s.open})
 }
 
 // install renders, checks and writes the configuration file.

@@ -1,6 +1,7 @@
 package bird
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -133,8 +135,8 @@ func (d *Daemon) runOnce(ctx context.Context, bin string, started func()) error 
 		cmd = exec.Command(bin, args...)
 	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
-	var out strings.Builder
-	cmd.Stdout, cmd.Stderr = &out, &out
+	out := &logWriter{log: d.Log}
+	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		return err
 	}
@@ -213,4 +215,46 @@ func (d *Daemon) killStale() {
 		time.Sleep(50 * time.Millisecond) // waiting for a foreign process to end: no event to wait on
 	}
 	_ = syscall.Kill(pid, syscall.SIGKILL)
+}
+
+// logWriter passes BIRD's log (it logs to stderr) into the service's log
+// line by line, keeping the last lines for the error of an exit.
+type logWriter struct {
+	log     *slog.Logger
+	mu      sync.Mutex
+	partial []byte
+	last    []string
+}
+
+func (w *logWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.partial = append(w.partial, p...)
+	for {
+		i := bytes.IndexByte(w.partial, '\n')
+		if i < 0 {
+			break
+		}
+		line := strings.TrimSpace(string(w.partial[:i]))
+		w.partial = w.partial[i+1:]
+		if line == "" {
+			continue
+		}
+		w.log.Info("bird: " + line)
+		w.last = append(w.last, line)
+		if len(w.last) > 20 {
+			w.last = w.last[1:]
+		}
+	}
+	if len(w.partial) > 64<<10 {
+		w.partial = w.partial[:0]
+	}
+	return len(p), nil
+}
+
+// String is the last lines BIRD wrote.
+func (w *logWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return strings.Join(w.last, "\n")
 }
