@@ -57,6 +57,9 @@ type Config struct {
 	// form ("ssh-ed25519 AAAA..."); empty accepts the key presented and
 	// reports it to Deps.SSHSeen (trust on first use).
 	HostKey string
+	// StallTimeout gives a session up when the OLT sends nothing for this
+	// long while a reply is awaited; default DefaultStallTimeout.
+	StallTimeout time.Duration
 }
 
 // Deps are the Driver's collaborators.
@@ -158,12 +161,12 @@ func (d *Driver) get(ctx context.Context) (*session, error) {
 		}
 		s.close()
 	}
-	s, err := dial(ctx, dialer{host: d.cfg.Host, port: d.cfg.Port, user: d.cfg.User, pass: d.cfg.Pass, protocol: d.cfg.Protocol, hostKey: d.cfg.HostKey, seen: d.seen})
+	s, err := dial(ctx, dialer{host: d.cfg.Host, port: d.cfg.Port, user: d.cfg.User, pass: d.cfg.Pass, protocol: d.cfg.Protocol, hostKey: d.cfg.HostKey, seen: d.seen, stall: d.cfg.StallTimeout})
 	var le *driver.LoginError
 	if err != nil && !errors.As(err, &le) && d.cfg.Fallback != "" && ctx.Err() == nil {
 		// Nothing was sent on the first transport, so trying the other is safe.
 		d.log.Warn("dial failed, trying fallback transport", "protocol", d.cfg.Protocol, "fallback", d.cfg.Fallback, "err", err)
-		s, err = dial(ctx, dialer{host: d.cfg.Host, port: d.cfg.FallbackPort, user: d.cfg.User, pass: d.cfg.Pass, protocol: d.cfg.Fallback, hostKey: d.cfg.HostKey, seen: d.seen})
+		s, err = dial(ctx, dialer{host: d.cfg.Host, port: d.cfg.FallbackPort, user: d.cfg.User, pass: d.cfg.Pass, protocol: d.cfg.Fallback, hostKey: d.cfg.HostKey, seen: d.seen, stall: d.cfg.StallTimeout})
 	}
 	return s, err
 }

@@ -63,6 +63,7 @@ type session struct {
 	echoes   bool
 	lastUsed time.Time
 	settle   time.Duration     // settleTime unless a test shortens it
+	stall    time.Duration     // DefaultStallTimeout unless Config.StallTimeout says otherwise
 	ex       []driver.Exchange // the current call's transcript
 	alarms   []string
 }
@@ -174,6 +175,11 @@ func (s *session) untilFull(ctx context.Context, stop func(window, full string) 
 	// more (the echo was not recognised): if the OLT then stays quiet,
 	// the prompt is taken as the end rather than waiting for the timeout.
 	var settle <-chan time.Time
+	// A session on which nothing arrives for the stall time is dead (a
+	// hung OLT process, a link silently gone): fail now rather than at the
+	// end of the operation's whole timeout.
+	stall := time.NewTimer(cmpDur(s.stall, DefaultStallTimeout))
+	defer stall.Stop()
 	for {
 		// Prompts are at the end: looking at the last few KB keeps a long
 		// unpaged output linear to read.
@@ -212,6 +218,9 @@ func (s *session) untilFull(ctx context.Context, stop func(window, full string) 
 		case <-ctx.Done():
 			s.broken = true
 			return buf.String(), fmt.Errorf("%w (%v)", driver.ErrTimeout, ctx.Err())
+		case <-stall.C:
+			s.broken = true
+			return buf.String(), fmt.Errorf("%w: the OLT sent nothing for %v", driver.ErrTimeout, cmpDur(s.stall, DefaultStallTimeout))
 		case b, ok := <-s.chunks:
 			if !ok {
 				s.broken = true
@@ -220,6 +229,13 @@ func (s *session) untilFull(ctx context.Context, stop func(window, full string) 
 				return buf.String(), fmt.Errorf("connection to %s lost: %w", s.host, err)
 			}
 			buf.Write(b)
+			if !stall.Stop() {
+				select {
+				case <-stall.C:
+				default:
+				}
+			}
+			stall.Reset(cmpDur(s.stall, DefaultStallTimeout))
 		}
 	}
 }
@@ -362,7 +378,12 @@ type dialer struct {
 	// form); empty accepts the first and reports it to seen.
 	hostKey string
 	seen    func(SSHSeen)
+	stall   time.Duration
 }
+
+// DefaultStallTimeout is how long a session may receive nothing while a
+// reply is awaited before it is given up as dead.
+const DefaultStallTimeout = 60 * time.Second
 
 // SSHSeen is what an SSH connection learnt of an OLT: its host key and
 // the algorithms negotiated, with those Go leaves out by default (CBC
@@ -411,7 +432,7 @@ func dial(ctx context.Context, d dialer) (*session, error) {
 	if dl, ok := ctx.Deadline(); ok {
 		c.SetDeadline(dl)
 	}
-	s := &session{host: d.host}
+	s := &session{host: d.host, stall: d.stall}
 	switch d.protocol {
 	case "ssh":
 		var presented string

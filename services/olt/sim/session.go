@@ -202,8 +202,17 @@ func (s *session) run(ctx context.Context) {
 		if drop {
 			o.dropNext = ""
 		}
+		stall := o.stallNext != "" && strings.HasPrefix(strings.TrimSpace(line), o.stallNext)
+		if stall {
+			o.stallNext = ""
+		}
 		o.mu.Unlock()
 		if drop {
+			return
+		}
+		if stall {
+			// The link stays up and nothing more is ever printed.
+			<-ctx.Done()
 			return
 		}
 		if r := s.peekParam(line); !r && !s.sleepFor(ctx, lat) {

@@ -92,18 +92,19 @@ type OLT struct {
 	sshL    net.Listener
 	sshConf *ssh.ServerConfig
 
-	mu       sync.Mutex // guards everything below and st
-	st       *state
-	paging   bool
-	alarms   bool
-	latency  time.Duration
-	pending  []string // alarms to print in the next output
-	model    Model
-	commands int
-	conns    map[net.Conn]bool
-	dropNext string // command prefix after which the connection is dropped
-	idle     map[*session]bool
-	received map[string]int
+	mu        sync.Mutex // guards everything below and st
+	st        *state
+	paging    bool
+	alarms    bool
+	latency   time.Duration
+	pending   []string // alarms to print in the next output
+	model     Model
+	commands  int
+	conns     map[net.Conn]bool
+	stallNext string
+	dropNext  string // command prefix after which the connection is dropped
+	idle      map[*session]bool
+	received  map[string]int
 }
 
 // Start starts the simulated OLTs and returns when they listen. They stop
@@ -351,6 +352,10 @@ func (o *OLT) SetModel(m Model) { o.mu.Lock(); o.model = m; o.mu.Unlock() }
 // DropAfter makes the OLT close the connection after it receives the next
 // command starting with prefix, without answering: a link lost mid-write.
 func (o *OLT) DropAfter(prefix string) { o.mu.Lock(); o.dropNext = prefix; o.mu.Unlock() }
+
+// StallOn makes the next command starting with prefix never answered,
+// the connection left open (a hung OLT process).
+func (o *OLT) StallOn(prefix string) { o.mu.Lock(); o.stallNext = prefix; o.mu.Unlock() }
 
 // Commands is the number of command lines the OLT has received (the round
 // trips a client cost it), counting parameter-prompt Enters and answers to
