@@ -60,8 +60,13 @@ func (r Record) addrs() []netip.Prefix { return parseAll(r.IPs, r.IPs6) }
 // Book is netcfg's VLANs and addresses in one namespace: the one writer of
 // both (mu), so a check and the change it allows are never interleaved.
 type Book struct {
-	mu    sync.Mutex
-	st    *store.Store
+	mu sync.Mutex
+	st *store.Store
+	// cache holds the stored VLANs of the current term (under mu): netcfg
+	// is their one writer while it holds the host lock, so a change need
+	// not read every VLAN back from etcd (4,000 records a change would
+	// make creating them quadratic). Use drops it; the reconcile reloads.
+	cache map[string]Record
 	nl    *netlink.Handle
 	links *link.Manager
 	now   func() time.Time
@@ -108,7 +113,7 @@ func NewBook(st *store.Store, nl *netlink.Handle, now func() time.Time) *Book {
 // the term in progress).
 func (b *Book) Use(st *store.Store) {
 	b.mu.Lock()
-	b.st = st
+	b.st, b.cache = st, nil
 	b.mu.Unlock()
 }
 
@@ -118,7 +123,13 @@ func (b *Book) addrKey(iface string, p netip.Prefix) string {
 	return b.st.Key("addresses", iface, strings.ReplaceAll(p.String(), "/", "_"))
 }
 
+// records is the stored VLANs by name: the term's cache, read from etcd
+// the first time. Callers hold mu, and a change updates the map in place
+// after its store commit (and puts it back when it undoes one).
 func (b *Book) records(ctx context.Context) (map[string]Record, error) {
+	if b.cache != nil {
+		return b.cache, nil
+	}
 	items, err := store.List[Record](ctx, b.st, b.st.Key("vlans")+"/")
 	if err != nil {
 		return nil, err
@@ -127,6 +138,7 @@ func (b *Book) records(ctx context.Context) (map[string]Record, error) {
 	for _, it := range items {
 		out[it.Value.Name] = it.Value
 	}
+	b.cache = out
 	return out, nil
 }
 
@@ -160,6 +172,8 @@ func kernelErr(err error, format string, a ...any) error {
 
 // List answers GET /vlans: stored records with their live state.
 func (b *Book) List(ctx context.Context, _ *api.None) (*api.VLANList, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	recs, err := b.records(ctx)
 	if err != nil {
 		return nil, err
@@ -403,6 +417,7 @@ func (b *Book) Delete(ctx context.Context, in *api.VLANRef) (*api.VLANDeleteAnsw
 	delete(recs, r.Name)
 	if err := b.links.Remove(r.Name); err != nil {
 		// Put the record back: the link is still there.
+		recs[r.Name] = r
 		_, _ = b.st.Txn().Put(b.key(r.Name), r).Commit(context.WithoutCancel(ctx))
 		return nil, kernelErr(err, "the kernel refused to remove %s: %v", r.Name, err)
 	}
@@ -499,6 +514,7 @@ func (b *Book) change(ctx context.Context, recs map[string]Record, old, r Record
 func (b *Book) Reconcile(ctx context.Context) (changes []string, problems []string, err error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	b.cache = nil
 	recs, err := b.records(ctx)
 	if err != nil {
 		return nil, nil, err
