@@ -68,6 +68,20 @@ func TestLabOLT(t *testing.T) {
 	if cfg := m["result"].(map[string]any)["config"].(string); !strings.Contains(cfg, sn) {
 		t.Errorf("running configuration lacks the ONT")
 	}
+	// Back up, change, diff.
+	m = r.must("POST", "/olt/backup", map[string]any{"olt": "lab"}, 200)
+	if b := m["backups"].([]any)[0].(map[string]any); b["rev"] != float64(1) || b["changed"] != true {
+		t.Errorf("backup: %v", m)
+	}
+	r.must("POST", "/olt/ont-desc", map[string]any{"olt": "lab", "port": "0/1/0", "ont_id": 0, "description": "flat 3b"}, 200)
+	m = r.must("GET", "/api?action=olt-diff&olt=lab", nil, 200)
+	if d, _ := m["diff"].(string); m["changed"] != true || !strings.Contains(d, "flat 3b") || !strings.Contains(d, "--- rev 1") {
+		t.Errorf("diff: %v", m)
+	}
+	r.must("POST", "/olt/backup", map[string]any{}, 200)
+	if m = r.must("GET", "/olt/backups?olt=lab", nil, 200); m["count"] != float64(2) {
+		t.Errorf("backups: %v", m)
+	}
 	r.must("GET", "/olt/info", nil, 405)
 	r.must("POST", "/olt/nosuch", map[string]any{}, 404)
 
