@@ -403,3 +403,17 @@ const (
 	ArchiveBucket       = "ROUTER_ARCHIVES"
 	ArchiveObjectHeader = "X-Router-Archive-Object"
 )
+
+// ConfigAutoSaveRequest asks the system service to save the running
+// configuration as an automatic version.
+type ConfigAutoSaveRequest struct {
+	Comment string `json:"comment" api:"maxlen=200" doc:"why, e.g. network apply"`
+}
+
+// ConfigAutoSave saves an automatic version (auto true); services call it
+// after a change the spec says is saved by itself (a network apply). Not
+// on HTTP.
+var ConfigAutoSave = Define[ConfigAutoSaveRequest, ConfigSaveAnswer](Meta{
+	Service: "system", Name: "config.autosave", Status: 201,
+	Summary: "Save the running configuration as an automatic version (auto true, saved_by the caller of the calling service), e.g. after a network apply.",
+})

@@ -10,7 +10,7 @@ var Table = []Operation{
 	// Saved configuration versions (action API only) and each owner's
 	// configuration documents (Document 1, system).
 	ConfigStatus, ConfigVersions, ConfigSave, ConfigDiff, ConfigShow, BackupGet, Restore, DoctorGet, AlertsGet,
-	AlarmsList, AlarmsAck, HealthGet,
+	AlarmsList, AlarmsAck, HealthGet, ConfigAutoSave,
 	SubscribersConfig.Export, SubscribersConfig.Import, NetcfgConfig.Export, NetcfgConfig.Import,
 	DHCPConfig.Export, DHCPConfig.Import,
 

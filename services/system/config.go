@@ -223,3 +223,13 @@ func (s *Service) configShow(ctx context.Context, in *api.ConfigShowRequest) (*a
 	}
 	return nil, apierr.NotFound("version %d has no document %s", in.ID, in.Path).With("field", "path")
 }
+
+func (s *Service) configAutoSave(ctx context.Context, in *api.ConfigAutoSaveRequest) (*api.ConfigSaveAnswer, error) {
+	rec, err := s.save(ctx, in.Comment, true)
+	if err != nil {
+		return nil, err
+	}
+	a := &api.ConfigSaveAnswer{Saved: rec.ConfigVersion, Version: rec.ID, Files: rec.Files}
+	a.Message = fmt.Sprintf("Configuration saved as version %d", rec.ID)
+	return a, nil
+}

@@ -345,3 +345,17 @@ func TestConfigOwnerMissing(t *testing.T) {
 		t.Errorf("show of a missing version: %v", err)
 	}
 }
+
+// TestConfigAutoSave: another service's call saves an automatic version
+// with the origin it carries.
+func TestConfigAutoSave(t *testing.T) {
+	r := newRig(t, false)
+	plan(t, r, "gold", 100)
+	a, err := bus.Invoke(r.ctx, r.env.NC, api.ConfigAutoSave, &api.ConfigAutoSaveRequest{Comment: "network apply"})
+	if err != nil || a.Code != 201 || !a.Saved.Auto || a.Saved.SavedBy != "noc@192.0.2.50" || a.Saved.Comment != "network apply" {
+		t.Fatalf("%+v %v", a, err)
+	}
+	if st := r.expect(200, "GET", "config-status", nil, nil); st["unsaved"] != false || st["latest"].(float64) != 1 {
+		t.Errorf("status: %v", st)
+	}
+}

@@ -181,6 +181,7 @@ func (s *Service) Endpoints() []bus.Endpoint {
 			bus.Bind(api.ConfigStatus, s.configStatus),
 			bus.Bind(api.ConfigVersions, s.configVersions),
 			bus.Bind(api.ConfigSave, s.configSave),
+			bus.Bind(api.ConfigAutoSave, s.configAutoSave),
 			bus.Bind(api.ConfigDiff, s.configDiff),
 			bus.Bind(api.ConfigShow, s.configShow),
 			bus.Bind(api.Restore, s.restore),
