@@ -47,3 +47,35 @@ func TestUnusualOLTs(t *testing.T) {
 		})
 	}
 }
+
+// Descriptions longer than the OLT's column are printed wrapped; the
+// blank at the wrap point (at the end of a piece, or at the start of the
+// next) used to be lost, joining two words.
+func TestWrappedDescriptionsKeepTheirBlanks(t *testing.T) {
+	r := start(t)
+	r.register(t, "lab", nil)
+	envelope(t, r.do(t, "POST", "/olt/vlan-add", map[string]any{"vlan": 100}, nil), "vlan-add", 200)
+	// The simulator wraps at 30 characters, as the device's column.
+	descs := []string{
+		"abcdefghijklmnopqrstuvwxyz0123456789",     // no blank near the wrap
+		"flat 7 building A entrance 123 west wing", // blank at 30: starts the second piece
+		"flat 8 building A entrance 12 east wing",  // blank at 29: ends the first piece
+		"x",
+	}
+	for i, d := range descs {
+		sn := "48575443BBBB00" + string(rune('A'+i)) + "1"
+		r.sim.OLT(0).PlugONT(sim.AutofindONT{Port: "0/1/2", SN: sn})
+		envelope(t, r.do(t, "POST", "/olt/ont-add", map[string]any{"port": "0/1/2", "sn": sn, "vlan": 100, "down_kbps": 10000, "up_kbps": 10000, "description": d}, nil), "ont-add", 200)
+	}
+	a := r.do(t, "POST", "/olt/onus", map[string]any{"port": "0/1/2"}, nil)
+	envelope(t, a, "onus", 200)
+	var got []string
+	for _, o := range a.body["result"].(map[string]any)["onts"].([]any) {
+		got = append(got, o.(map[string]any)["description"].(string))
+	}
+	for i, d := range descs {
+		if i >= len(got) || got[i] != d {
+			t.Errorf("description %d: got %q, want %q", i, got, d)
+		}
+	}
+}

@@ -96,6 +96,7 @@ var (
 func ParseONTTable(raw string) ONTTable {
 	t := ONTTable{ONTs: []driver.ONT{}}
 	idx := map[string]int{}
+	segs := map[int][]descSeg{}
 	inDesc := false
 	last := -1
 	for _, l := range lines(raw) {
@@ -126,16 +127,66 @@ func ParseONTTable(raw string) ONTTable {
 		if m := descRowRe.FindStringSubmatch(l); m != nil {
 			port, _ := FSP(m[1])
 			if i, ok := idx[port+"#"+m[2]]; ok {
-				t.ONTs[i].Description = m[3]
+				segs[i] = []descSeg{{text: m[3]}}
 				last = i
 			}
 			continue
 		}
-		if last >= 0 && !strings.Contains(l, "ID") {
-			t.ONTs[last].Description += strings.TrimSpace(l)
+		if last >= 0 && !strings.Contains(l, "ID") && strings.TrimSpace(l) != "" {
+			segs[last] = append(segs[last], descSeg{text: strings.TrimSpace(l), lead: len(l) - len(strings.TrimLeft(l, " ")), cont: true})
 		}
 	}
+	joinDescriptions(t.ONTs, segs)
 	return t
+}
+
+// descSeg is one printed piece of a description the OLT wrapped.
+type descSeg struct {
+	text string
+	lead int  // blanks before it on its line (continuations)
+	cont bool // a continuation line
+}
+
+// joinDescriptions rebuilds wrapped descriptions. The OLT wraps at a fixed
+// width, and the blank that fell at the wrap point is printed at the end
+// of a piece (and trimmed with the line) or at the start of the next one
+// (one more blank of indentation): a piece shorter than the width had
+// trailing blanks, a continuation indented more than the others had
+// leading ones.
+func joinDescriptions(onts []driver.ONT, segs map[int][]descSeg) {
+	minLead := -1
+	for _, ss := range segs {
+		for _, sg := range ss {
+			if sg.cont && (minLead < 0 || sg.lead < minLead) {
+				minLead = sg.lead
+			}
+		}
+	}
+	printed := func(sg descSeg) int { return leadOf(sg, minLead) + len(sg.text) }
+	width := 0
+	for _, ss := range segs {
+		for k := 0; k < len(ss)-1; k++ {
+			width = max(width, printed(ss[k]))
+		}
+	}
+	for i, ss := range segs {
+		var b strings.Builder
+		for k, sg := range ss {
+			b.WriteString(strings.Repeat(" ", leadOf(sg, minLead)))
+			b.WriteString(sg.text)
+			if k < len(ss)-1 {
+				b.WriteString(strings.Repeat(" ", max(0, width-printed(sg))))
+			}
+		}
+		onts[i].Description = b.String()
+	}
+}
+
+func leadOf(sg descSeg, minLead int) int {
+	if !sg.cont {
+		return 0
+	}
+	return max(0, sg.lead-minLead)
 }
 
 // SummaryONT is one ONT of `display ont info summary F/S/P`.
