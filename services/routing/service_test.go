@@ -515,7 +515,7 @@ func TestOSPFAndBFD(t *testing.T) {
 	link(t, r, u)
 	// The peer ends its OSPF wait timer after 2 s and declares itself DR,
 	// which ends ours too (BackupSeen): Full in seconds, not 40.
-	peerBirdWith(t, u, `router id 198.18.0.1;
+	peerSock := peerBirdWith(t, u, `router id 198.18.0.1;
 protocol device {}
 protocol static st { ipv4; route 0.0.0.0/0 blackhole; }
 protocol bfd { interface "eth0" { min rx interval 100 ms; min tx interval 100 ms; }; }
@@ -527,12 +527,13 @@ protocol bgp customer {
   ipv4 { import all; export all; };
 }
 protocol ospf v2 o {
-  ipv4 { import all; export none; };
+  ipv4 { import all; export filter { if proto = "st" then accept; reject; }; };
   area 0 { interface "eth0" { cost 10; wait 2; priority 10; }; };
 }
 `)
 	env := testenv.Start(t)
-	start(t, env, r, t.TempDir(), time.Minute)
+	dir := t.TempDir()
+	start(t, env, r, dir, time.Minute)
 
 	call(t, env, api.BGPSetOp, map[string]any{"asn": 65010, "router_id": "198.18.0.2"}, 200)
 	call(t, env, api.BGPPeerAddOp, map[string]any{"name": "up1", "ip": "198.18.0.1", "asn": 65000, "bfd": true}, 200)
@@ -564,6 +565,34 @@ protocol ospf v2 o {
 		p := peerOf(t, v, "up1")
 		if p["state"] != "Established" || p["bfd_state"] != "Up" {
 			return fmt.Errorf("peer: %v", p)
+		}
+		return nil
+	})
+
+	// originate_default: our best default (the peer's, over BGP) goes
+	// into OSPF as an external LSA from our router id; the neighbour's
+	// default over OSPF is refused while accept_default is off.
+	ourSock := filepath.Join(dir, "bird.ctl")
+	call(t, env, api.OSPFSetOp, map[string]any{"originate_default": true}, 200)
+	call(t, env, api.BGPConfirmOp, nil, 200)
+	testenv.Eventually(t, 30*time.Second, func() error {
+		out, err := birdShowErr(peerSock, "show ospf lsadb")
+		for _, l := range strings.Split(out, "\n") {
+			if f := strings.Fields(l); len(f) >= 3 && f[0] == "0005" && f[1] == "0.0.0.0" && f[2] == "198.18.0.2" {
+				return nil
+			}
+		}
+		return fmt.Errorf("no external default LSA of ours at the neighbour (%v):\n%s", err, out)
+	})
+	if out, _ := birdShowErr(ourSock, "show route 0.0.0.0/0 protocol ospf4"); strings.Contains(out, "0.0.0.0/0") {
+		t.Fatalf("default from OSPF taken with accept_default off:\n%s", out)
+	}
+	call(t, env, api.OSPFSetOp, map[string]any{"accept_default": true}, 200)
+	call(t, env, api.BGPConfirmOp, nil, 200)
+	testenv.Eventually(t, 30*time.Second, func() error {
+		out, err := birdShowErr(ourSock, "show route 0.0.0.0/0 protocol ospf4")
+		if err != nil || !strings.Contains(out, "0.0.0.0/0") {
+			return fmt.Errorf("no OSPF default here (%v):\n%s", err, out)
 		}
 		return nil
 	})

@@ -267,7 +267,9 @@ func renderOSPF(w func(string, ...any), s Settings) {
 		w("    import filter { if net = 0.0.0.0/0 then reject; accept; };")
 	}
 	if o.OriginateDefault {
-		w("    export filter { if proto = \"ospf_default4\" then accept; reject; };")
+		// The best default this router has (from BGP, or the static
+		// fallback), never one OSPF itself brought.
+		w("    export filter { if net = 0.0.0.0/0 then accept; reject; };")
 	} else {
 		w("    export none;")
 	}
