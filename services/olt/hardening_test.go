@@ -3,6 +3,7 @@ package olt_test
 import (
 	"context"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -77,5 +78,29 @@ func TestWrappedDescriptionsKeepTheirBlanks(t *testing.T) {
 		if i >= len(got) || got[i] != d {
 			t.Errorf("description %d: got %q, want %q", i, got, d)
 		}
+	}
+}
+
+// An alarm the OLT prints in the middle of an output is taken out of the
+// result and published for the monitor.
+func TestAlarmsBecomeEvents(t *testing.T) {
+	r := start(t)
+	r.register(t, "lab", nil)
+	sub, err := r.env.NC.SubscribeSync("router.events.olt.olt.alarm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.sim.OLT(0).InjectAlarm("The ONT LOS")
+	a := r.do(t, "POST", "/olt/boards", map[string]any{}, nil)
+	envelope(t, a, "boards", 200)
+	if strings.Contains(a.raw, "ONT LOS") {
+		t.Errorf("the alarm is left in the result: %s", a.raw)
+	}
+	m, err := sub.NextMsg(5 * time.Second)
+	if err != nil {
+		t.Fatal("no olt.alarm event")
+	}
+	if !strings.Contains(string(m.Data), "The ONT LOS") || !strings.Contains(string(m.Data), `"olt":"lab"`) {
+		t.Errorf("event %s", m.Data)
 	}
 }

@@ -93,7 +93,7 @@ func New(d Deps) *Service {
 		seal: &sealer{path: filepath.Join(d.StateDir, KeyFile)},
 		pub:  bus.NewPublisher(d.NC, Name, d.Log),
 	}
-	s.drivers = huawei.NewDrivers(huawei.Deps{Logger: d.Log, SSHSeen: s.sshSeen})
+	s.drivers = huawei.NewDrivers(huawei.Deps{Logger: d.Log, SSHSeen: s.sshSeen, Alarm: s.alarm})
 	return s
 }
 
@@ -389,4 +389,25 @@ func ontEvent(ref api.OLTTarget, res any) map[string]any {
 		out["port"], out["ont_id"], out["active"] = r.Port, r.ONTID, r.Active
 	}
 	return out
+}
+
+// EventOLTAlarm carries an asynchronous alarm the OLT printed during an
+// operation: {olt, host, alarm (the block's text)}.
+const EventOLTAlarm = "olt.alarm"
+
+// alarm publishes an alarm block the driver took out of a result.
+func (s *Service) alarm(host, text string) {
+	names := []string{}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if recs, err := s.all(ctx); err == nil {
+		for _, r := range recs {
+			if r.Host == host {
+				names = append(names, r.Name)
+			}
+		}
+	}
+	name := strings.Join(names, ",")
+	s.log.Info("olt alarm", "olt", name, "host", host, "alarm", text)
+	s.pub.Publish(EventOLTAlarm, nil, map[string]any{"olt": name, "host": host, "alarm": text})
 }

@@ -68,6 +68,9 @@ type Deps struct {
 	// SSHSeen, when set, is told after each SSH handshake what the OLT
 	// presented (its host key) and which legacy algorithms were needed.
 	SSHSeen func(SSHSeen)
+	// Alarm, when set, receives each asynchronous alarm block the OLT
+	// printed during an operation (taken out of the result).
+	Alarm func(host, alarm string)
 }
 
 // Driver is a Huawei SmartAX OLT.
@@ -76,6 +79,7 @@ type Driver struct {
 	log      *slog.Logger
 	writeSem chan struct{}
 	seen     func(SSHSeen)
+	alarm    func(host, alarm string)
 
 	mu    sync.Mutex // guards idle and cache
 	idle  []*session
@@ -126,7 +130,7 @@ func New(cfg Config, deps Deps) (*Driver, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Driver{cfg: cfg, log: log.With("olt", cfg.Host), writeSem: make(chan struct{}, 1), cache: map[string]int{}, seen: deps.SSHSeen}, nil
+	return &Driver{cfg: cfg, log: log.With("olt", cfg.Host), writeSem: make(chan struct{}, 1), cache: map[string]int{}, seen: deps.SSHSeen, alarm: deps.Alarm}, nil
 }
 
 // Close logs out of the idle sessions.
@@ -263,6 +267,11 @@ func (d *Driver) do(ctx context.Context, op string, o driver.Options, fn func(co
 	err = fn(ctx, c)
 	if len(s.alarms) > 0 {
 		d.log.Info("olt alarms during operation", "op", op, "alarms", len(s.alarms))
+		if d.alarm != nil {
+			for _, a := range s.alarms {
+				d.alarm(d.cfg.Host, a)
+			}
+		}
 	}
 	if err != nil {
 		var ce *driver.CommandError
