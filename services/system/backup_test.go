@@ -101,7 +101,7 @@ func TestBackupRestore(t *testing.T) {
 		t.Fatalf("archive holds %v", keys(files))
 	}
 	var man map[string]any
-	if err := json.Unmarshal(files["data/manifest.json"], &man); err != nil || man["revision"].(float64) < 1 || man["documents"].(float64) != 2 {
+	if err := json.Unmarshal(files["data/manifest.json"], &man); err != nil || man["revision"].(float64) < 1 || man["documents"].(float64) != 3 {
 		t.Fatalf("manifest %s", files["data/manifest.json"])
 	}
 	path := filepath.Join(t.TempDir(), "b.tar.gz")
@@ -119,7 +119,7 @@ func TestBackupRestore(t *testing.T) {
 	changed := routes(t, r)
 
 	st, m := r.do("POST", "/restore", map[string]any{"file": path})
-	if st != 200 || m["undo_version"].(float64) != 1 || strings.Join(strs(m["documents"]), ",") != "etc/plans.json,etc/routes.json" {
+	if st != 200 || m["undo_version"].(float64) != 1 || !sameSet(strs(m["documents"]), "etc/plans.json", "etc/routes.json", "etc/vlans.json") {
 		t.Fatalf("restore: %d %v", st, m)
 	}
 	if got := names(t, r); got != "gold,silver" {
@@ -261,4 +261,21 @@ func TestBackupLarge(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// sameSet reports whether got holds exactly want, in any order.
+func sameSet(got []string, want ...string) bool {
+	if len(got) != len(want) {
+		return false
+	}
+	seen := map[string]bool{}
+	for _, g := range got {
+		seen[g] = true
+	}
+	for _, w := range want {
+		if !seen[w] {
+			return false
+		}
+	}
+	return true
 }

@@ -179,6 +179,13 @@ func (t *Txn) Delete(key string) *Txn {
 	return t
 }
 
+// DeletePrefix removes every key under prefix (one operation, however
+// many keys): how a whole area is replaced in one transaction.
+func (t *Txn) DeletePrefix(prefix string) *Txn {
+	t.ops = append(t.ops, clientv3.OpDelete(prefix, clientv3.WithPrefix()))
+	return t
+}
+
 // Commit applies every write when every condition holds; otherwise it writes
 // nothing and returns ErrConflict, or ErrLockLost when the store is fenced
 // and its lock no longer holds. It returns the new store revision.
