@@ -71,6 +71,8 @@ func (s *Service) Endpoints() []bus.Endpoint {
 		bus.Bind(api.PlansPut, s.plans.Put),
 		bus.Bind(api.PlansDelete, s.plans.Delete),
 		bus.Bind(api.ClientsSummary, s.plans.Summary),
+		bus.Bind(api.SubscribersConfig.Export, s.plans.Export),
+		bus.Bind(api.SubscribersConfig.Import, s.plans.Import),
 		bus.Bind(api.PlansGet, func(ctx context.Context, r *api.PlanRef) (*api.Plan, error) {
 			p, err := s.plans.Get(ctx, r.Name)
 			if err != nil {
