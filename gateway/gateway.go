@@ -204,7 +204,10 @@ func (g *Gateway) actionHandler(w http.ResponseWriter, r *http.Request) {
 	}
 	req.Args, _ = json.Marshal(args)
 	req.Path = "/api"
-	req.Query = nil
+	// The query stays in the envelope (without action): a service can tell
+	// what came in the URL from what came in a POST body (OLT credentials
+	// are refused in a URL, Document 1).
+	req.Query.Del("action")
 	g.forward(w, r, m, req)
 }
 

@@ -7,7 +7,6 @@ package olt
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -122,8 +121,8 @@ func (s *Service) Endpoints() []bus.Endpoint {
 		bus.Bind(api.OLTUsageGet, s.Usage),
 		bus.Bind(api.OLTUnknownOp, s.Unknown),
 		bus.Bind(api.OLTsList, s.List),
-		bus.Bind(api.OLTsAdd, s.Add),
-		bus.Bind(api.OLTsSet, s.Set),
+		noSecretsInURL(bus.Bind(api.OLTsAdd, s.Add)),
+		noSecretsInURL(bus.Bind(api.OLTsSet, s.Set)),
 		bus.Bind(api.OLTsDelete, s.Delete),
 		bindCoded(api.OLTBackupOp, s.Backup),
 		bus.Bind(api.OLTBackupsList, s.Backups),
@@ -160,26 +159,20 @@ var headerFields = map[string]string{
 // urlSecrets are the arguments that must never come from a URL.
 var urlSecrets = []string{"host", "user", "pass", "password"}
 
-// credentialsInURL refuses OLT credentials in the query string of a REST
-// call or in the action form (whose arguments are its query string).
+// credentialsInURL refuses OLT credentials in the query string, of a
+// REST call or of the action form (a POSTed action's JSON body may carry
+// them: the gateway keeps the URL's query apart in the envelope).
 func credentialsInURL(req *pb.Request) error {
-	for _, k := range urlSecrets {
-		inURL := req.Query.Has(k)
-		if req.Action != "" {
-			inURL = inURL || argPresent(req, k)
-		}
-		if inURL {
+	return secretsInURL(req, urlSecrets)
+}
+
+func secretsInURL(req *pb.Request, names []string) error {
+	for _, k := range names {
+		if req.Query.Has(k) {
 			return apierr.Invalid(k, "OLT credentials never go in a URL: send %s in the JSON body of POST /olt/{op} or in the X-OLT-* headers, or name a registered OLT with olt", k)
 		}
 	}
 	return nil
-}
-
-func argPresent(req *pb.Request, k string) bool {
-	var m map[string]json.RawMessage
-	_ = json.Unmarshal(req.Args, &m)
-	_, ok := m[k]
-	return ok
 }
 
 // opCall runs one operation on a driver with the request decoded.
@@ -410,4 +403,18 @@ func (s *Service) alarm(host, text string) {
 	name := strings.Join(names, ",")
 	s.log.Info("olt alarm", "olt", name, "host", host, "alarm", text)
 	s.pub.Publish(EventOLTAlarm, nil, map[string]any{"olt": name, "host": host, "alarm": text})
+}
+
+// noSecretsInURL refuses a registry change whose user or password came in
+// the URL (query string or a GET action form): send them in the JSON body
+// of POST /olts, or POST the action with a JSON body.
+func noSecretsInURL(ep bus.Endpoint) bus.Endpoint {
+	inner := ep.Handler
+	ep.Handler = func(ctx context.Context, req *pb.Request) (int, any, error) {
+		if err := secretsInURL(req, []string{"user", "pass", "password"}); err != nil {
+			return 0, nil, err
+		}
+		return inner(ctx, req)
+	}
+	return ep
 }

@@ -577,3 +577,21 @@ func TestWriteWaitsForTheOLTLock(t *testing.T) {
 	defer lock.Unlock(context.Background())
 	envelope(t, r.do(t, "POST", "/olt/info", map[string]any{"timeout": 10}, nil), "info", 200)
 }
+
+// Registry credentials never come from a URL either; a POSTed action's
+// JSON body may carry them.
+func TestRegistryCredentialsNotFromURL(t *testing.T) {
+	r := start(t)
+	q := url.Values{"name": {"a"}, "host": {"10.0.0.1"}, "user": {"u"}, "pass": {"p"}}
+	a := r.do(t, "POST", "/olts?"+q.Encode(), map[string]any{}, nil)
+	want(t, a, 400)
+	q.Set("action", "olts-add")
+	want(t, r.do(t, "GET", "/api?"+q.Encode(), nil, nil), 400)
+	a = r.do(t, "POST", "/api?action=olts-add", map[string]any{"name": "a", "host": "10.0.0.1", "user": "u", "pass": "p"}, nil)
+	want(t, a, 201)
+	want(t, r.do(t, "GET", "/api?action=olts-set&name=a&comment=rack+3", nil, nil), 200)
+	want(t, r.do(t, "GET", "/api?action=olts-set&name=a&password=x", nil, nil), 400)
+	// An OLT operation by a POSTed action with one-off credentials in its body.
+	a = r.do(t, "POST", "/api?action=olt-info", map[string]any{"host": r.simHost, "port": r.simPort, "user": simUser, "pass": simPass}, nil)
+	envelope(t, a, "info", 200)
+}
