@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -28,7 +29,7 @@ func BenchmarkOLTFleet(b *testing.B) {
 			found = append(found, sim.AutofindONT{Port: "0/1/0", SN: fmt.Sprintf("48575443%04X%04X", i, j)})
 		}
 		srv, err := sim.Start(context.Background(), sim.Config{Addr: fmt.Sprintf("127.0.1.%d", i+1),
-			OLTs: []sim.OLTConfig{{Name: fmt.Sprintf("OLT%d", i), User: simUser, Pass: simPass, Latency: latency, NoPaging: true, Autofind: found}}})
+			OLTs: []sim.OLTConfig{{Name: fmt.Sprintf("OLT%d", i), User: simUser, Pass: simPass, Latency: latency, NoPaging: true, Autofind: found, LogCommands: true}}})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -90,10 +91,52 @@ func BenchmarkOLTFleet(b *testing.B) {
 		b.ReportMetric(float64(took[0].Milliseconds()), "add-min-ms")
 		b.ReportMetric(float64(took[adds/2].Milliseconds()), "add-p50-ms")
 		b.StopTimer()
+		overlaps := 0
 		for i, srv := range fleet {
 			if n := len(srv.OLT(0).ONTs()); n != adds/olts {
 				b.Errorf("olt%d has %d ONTs, want %d", i, n, adds/olts)
 			}
+			overlaps += writeOverlaps(b, srv.OLT(0).CommandLog(), begin)
+		}
+		// From the simulators' own logs: while one session is inside an
+		// ont-add (its first changing command to its service-port), no
+		// other session sent a changing command.
+		b.ReportMetric(float64(overlaps), "write-overlaps")
+		if overlaps > 0 {
+			b.Errorf("%d changing commands of one OLT sent while another session's ont-add was in progress", overlaps)
 		}
 	}
+}
+
+// writeOverlaps counts changing commands sent while another session was
+// inside an ont-add, in one OLT's command log from since on.
+func writeOverlaps(b *testing.B, log []sim.CommandLog, since time.Time) int {
+	reading := func(l string) bool {
+		for _, p := range []string{"display", "enable", "config", "quit", "undo smart", "scroll", "screen-length"} {
+			if strings.HasPrefix(l, p) {
+				return true
+			}
+		}
+		return false
+	}
+	owner, n, seen := 0, 0, 0
+	for _, e := range log {
+		if e.At.Before(since) || reading(e.Line) {
+			continue
+		}
+		seen++
+		switch {
+		case owner == 0:
+			owner = e.Session
+		case owner != e.Session:
+			n++
+		}
+		if strings.HasPrefix(e.Line, "service-port vlan") && owner == e.Session {
+			owner = 0
+		}
+	}
+	if seen == 0 {
+		b.Error("no changing command in the log")
+	}
+	return n
 }

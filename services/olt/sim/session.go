@@ -22,6 +22,7 @@ type session struct {
 	lastCR   bool
 	closed   bool
 	wmu      sync.Mutex // AsyncAlarm writes from another goroutine
+	id       int        // numbered from 1 per OLT at the first command
 }
 
 // reply is what a command does: an optional parameter prompt to answer
@@ -197,6 +198,13 @@ func (s *session) run(ctx context.Context) {
 		o.mu.Lock()
 		o.commands++
 		o.received[strings.TrimSpace(line)]++
+		if s.id == 0 {
+			o.sessionSeq++
+			s.id = o.sessionSeq
+		}
+		if o.cfg.LogCommands && strings.TrimSpace(line) != "" {
+			o.cmdLog = append(o.cmdLog, CommandLog{At: time.Now(), Session: s.id, Line: strings.TrimSpace(line)})
+		}
 		lat := o.latency
 		drop := o.dropNext != "" && strings.HasPrefix(strings.TrimSpace(line), o.dropNext)
 		if drop {

@@ -73,6 +73,9 @@ type OLTConfig struct {
 	// PromptIndent is printed before every prompt (blanks some firmware
 	// leaves after a cleared line).
 	PromptIndent string
+	// LogCommands keeps every command line received, with its session and
+	// time (CommandLog).
+	LogCommands bool
 }
 
 // Server is a running simulator.
@@ -92,19 +95,21 @@ type OLT struct {
 	sshL    net.Listener
 	sshConf *ssh.ServerConfig
 
-	mu        sync.Mutex // guards everything below and st
-	st        *state
-	paging    bool
-	alarms    bool
-	latency   time.Duration
-	pending   []string // alarms to print in the next output
-	model     Model
-	commands  int
-	conns     map[net.Conn]bool
-	stallNext string
-	dropNext  string // command prefix after which the connection is dropped
-	idle      map[*session]bool
-	received  map[string]int
+	mu         sync.Mutex // guards everything below and st
+	st         *state
+	paging     bool
+	alarms     bool
+	latency    time.Duration
+	pending    []string // alarms to print in the next output
+	model      Model
+	commands   int
+	conns      map[net.Conn]bool
+	stallNext  string
+	sessionSeq int
+	cmdLog     []CommandLog
+	dropNext   string // command prefix after which the connection is dropped
+	idle       map[*session]bool
+	received   map[string]int
 }
 
 // Start starts the simulated OLTs and returns when they listen. They stop
@@ -352,6 +357,20 @@ func (o *OLT) SetModel(m Model) { o.mu.Lock(); o.model = m; o.mu.Unlock() }
 // DropAfter makes the OLT close the connection after it receives the next
 // command starting with prefix, without answering: a link lost mid-write.
 func (o *OLT) DropAfter(prefix string) { o.mu.Lock(); o.dropNext = prefix; o.mu.Unlock() }
+
+// CommandLog is one command line an OLT received (with LogCommands).
+type CommandLog struct {
+	At      time.Time
+	Session int // the session's number on this OLT, from 1
+	Line    string
+}
+
+// CommandLog returns the commands received so far, in order.
+func (o *OLT) CommandLog() []CommandLog {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return append([]CommandLog(nil), o.cmdLog...)
+}
 
 // StallOn makes the next command starting with prefix never answered,
 // the connection left open (a hung OLT process).
