@@ -156,9 +156,16 @@ func (p *poller) read(ctx context.Context, d driver.Driver, t *target, st *seen)
 		if on {
 			s.pub.Publish(EventONTOnline, nil, data)
 		} else {
-			// The cause (LOS, dying gasp) is what the OLT reports as the
-			// last down cause; the ONT table does not carry it.
+			// The cause (LOS, dying-gasp) is the OLT's last down cause of
+			// the ONT; the ONT table does not carry it.
 			data["cause"] = "unknown"
+			if dc, ok := d.(interface {
+				ONTDownCause(context.Context, string, int) (string, error)
+			}); ok {
+				if c, err := dc.ONTDownCause(ctx, o.Port, o.ID); err == nil && c != "" {
+					data["cause"] = c
+				}
+			}
 			s.pub.Publish(EventONTOffline, nil, data)
 		}
 	}

@@ -62,12 +62,16 @@ func TestPollerEvents(t *testing.T) {
 		t.Errorf("ont.found %v", d)
 	}
 	r.sim.OLT(0).SetONTOnline(simSN, false)
-	if d := waitEvent(t, sub, olt.EventONTOffline); d["sn"] != simSN || d["port"] != simPort {
+	if d := waitEvent(t, sub, olt.EventONTOffline); d["sn"] != simSN || d["port"] != simPort || d["cause"] != "LOS" {
 		t.Errorf("ont.offline %v", d)
 	}
 	r.sim.OLT(0).SetONTOnline(simSN, true)
 	if d := waitEvent(t, sub, olt.EventONTOnline); d["sn"] != simSN {
 		t.Errorf("ont.online %v", d)
+	}
+	r.sim.OLT(0).PowerOffONT(simSN)
+	if d := waitEvent(t, sub, olt.EventONTOffline); d["cause"] != "dying-gasp" {
+		t.Errorf("ont.offline after power-off %v", d)
 	}
 	// An OLT that does not answer: once unreachable, not once per round.
 	r.register(t, "gone", map[string]any{"host": "127.0.0.1", "port": 1})

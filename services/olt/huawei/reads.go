@@ -385,3 +385,26 @@ func (d *Driver) ONTOptical(ctx context.Context, a driver.ONTOpticalArgs) (*driv
 	})
 	return r, err
 }
+
+// ONTDownCause reads one ONT's last down cause as the OLT reports it
+// (`display ont info F S P ID`: LOS, dying-gasp, ...); "" when it prints
+// none. The poller puts it in ont.offline events.
+func (d *Driver) ONTDownCause(ctx context.Context, port string, id int) (string, error) {
+	p, err := parsePON(port)
+	if err != nil {
+		return "", err
+	}
+	var cause string
+	// Read under onus, the operation whose detail this is.
+	err = d.do(ctx, "onus", driver.Options{}, func(ctx context.Context, c *call) error {
+		out, err := c.read(ctx, fmt.Sprintf("display ont info %d %d %d %d", p.f, p.s, p.p, id))
+		if err != nil {
+			return err
+		}
+		if det, ok := parse.ParseONTDetail(out); ok && det.LastDownCause != "-" {
+			cause = det.LastDownCause
+		}
+		return nil
+	})
+	return cause, err
+}

@@ -336,7 +336,7 @@ func (s *session) ontDetail(port string, x *ont) string {
 	kv("SN", fmt.Sprintf("%s (%s-%s)", x.sn, vendorOf(x.sn), x.sn[8:]))
 	kv("Management mode", "OMCI")
 	kv("Description", x.desc)
-	kv("Last down cause", "-")
+	kv("Last down cause", cmpStr(x.downCause, "-"))
 	kv("Last up time", x.added.Format("2006-01-02 15:04:05-07:00"))
 	b.WriteString(rule77)
 	lp, sp := s.olt.st.lines[x.lineProfile], s.olt.st.srvs[x.srvProfile]
@@ -456,4 +456,11 @@ func (s *session) stats(key, kind string) string {
 	}
 	b.WriteString(rule77)
 	return b.String()
+}
+
+func cmpStr(v, def string) string {
+	if v == "" {
+		return def
+	}
+	return v
 }

@@ -345,6 +345,22 @@ func (o *OLT) SetONTOnline(sn string, online bool) bool {
 		return false
 	}
 	x.online = online
+	if !online {
+		x.downCause = "LOS"
+	}
+	return true
+}
+
+// PowerOffONT takes a registered ONT offline as a subscriber switching it
+// off does: the OLT records a dying gasp.
+func (o *OLT) PowerOffONT(sn string) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	_, x := o.st.ontBySN(strings.ToUpper(sn))
+	if x == nil {
+		return false
+	}
+	x.online, x.downCause = false, "dying-gasp"
 	return true
 }
 

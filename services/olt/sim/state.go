@@ -36,6 +36,7 @@ type ont struct {
 	desc        string
 	active      bool
 	online      bool
+	downCause   string      // last down cause shown by display ont info (LOS, dying-gasp)
 	natives     map[int]int // eth port -> native VLAN
 	added       time.Time
 }
