@@ -80,7 +80,5 @@ func (s *Service) Endpoints() []bus.Endpoint {
 			}
 			return &p, nil
 		}),
-		bus.Bind(api.SubscribersConfig.Export, s.plans.Export),
-		bus.Bind(api.SubscribersConfig.Import, s.plans.Import),
 	}
 }

@@ -5,17 +5,19 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/micro"
+
+	"routerd.dev/proto/api"
 )
 
-// Up reports whether any instance of the named service answers micro's
-// discovery ping within timeout.
+// ReadySubject is the subject a service answers once all its endpoints
+// are subscribed (bus.Serve declares it last).
+func ReadySubject(name string) string { return api.SubjectPrefix + "." + name + ".ready" }
+
+// Up reports whether any instance of the named service answers, with every
+// endpoint in place, within timeout. (micro's discovery ping answers
+// before a service's endpoints are subscribed, so it is not asked.)
 func Up(nc *nats.Conn, name string, timeout time.Duration) bool {
-	subj, err := micro.ControlSubject(micro.PingVerb, name, "")
-	if err != nil {
-		return false
-	}
-	_, err = nc.Request(subj, nil, timeout)
+	_, err := nc.Request(ReadySubject(name), nil, timeout)
 	return err == nil
 }
 

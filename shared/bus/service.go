@@ -87,6 +87,16 @@ func Serve(nc *nats.Conn, cfg ServiceConfig) (micro.Service, error) {
 			}
 		}
 	}
+	// The readiness endpoint comes last: micro answers its discovery ping
+	// as soon as the service exists, before its endpoints are subscribed,
+	// so Up and WaitUp ask this one, which answers only once every
+	// endpoint before it is in the server (one connection's subscriptions
+	// are processed in order).
+	if err := svc.AddEndpoint("ready", micro.HandlerFunc(func(r micro.Request) { _ = r.Respond([]byte("{}")) }),
+		micro.WithEndpointSubject(ReadySubject(cfg.Name))); err != nil {
+		_ = svc.Stop()
+		return nil, err
+	}
 	// The server has every subscription once Flush returns: a caller that
 	// sees one endpoint answer finds all of them.
 	if err := nc.Flush(); err != nil {
