@@ -260,9 +260,10 @@ func (m *Manager) add(v VLAN, parentIndex int) (int, error) {
 	if v.Protocol == Dot1AD {
 		proto = netlink.VLAN_PROTOCOL_8021AD
 	}
-	// One RTM_NEWLINK carries the mark and the up flag: the link never
-	// exists unmarked, and a refused add leaves nothing behind.
-	attrs := netlink.LinkAttrs{Name: v.Name, ParentIndex: parentIndex, Alias: Alias}
+	// The up flag rides on the RTM_NEWLINK; the alias does not (the kernel
+	// ignores IFLA_IFALIAS when it creates a link), so it is set right
+	// after, and a link that cannot be marked is taken out again.
+	attrs := netlink.LinkAttrs{Name: v.Name, ParentIndex: parentIndex}
 	if v.Up {
 		attrs.Flags = net.FlagUp
 	}
@@ -272,6 +273,10 @@ func (m *Manager) add(v VLAN, parentIndex int) (int, error) {
 			return 0, ErrUnsupported
 		}
 		return 0, fmt.Errorf("add %s: %w", v.Name, err)
+	}
+	if err := m.nl.LinkSetAlias(l, Alias); err != nil {
+		_ = m.nl.LinkDel(l)
+		return 0, fmt.Errorf("mark %s: %w", v.Name, err)
 	}
 	return l.Attrs().Index, nil
 }
