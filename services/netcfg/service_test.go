@@ -58,6 +58,13 @@ type running struct {
 
 func start(t *testing.T, env *testenv.Env, ns *netns.NS) *running {
 	t.Helper()
+	return startWithin(t, env, ns, 20*time.Second)
+}
+
+// startWithin is start with a bound of its own (a reconcile of thousands
+// of VLANs under the VM's emulation takes longer than 20 s).
+func startWithin(t *testing.T, env *testenv.Env, ns *netns.NS, within time.Duration) *running {
+	t.Helper()
 	svc, err := netcfg.New(netcfg.Deps{NC: env.NC, KV: env.KV, NS: ns, Log: testenv.Log(t)})
 	if err != nil {
 		t.Fatal(err)
@@ -66,7 +73,7 @@ func start(t *testing.T, env *testenv.Env, ns *netns.NS) *running {
 	r := &running{cancel: cancel, done: make(chan error, 1)}
 	go func() { r.done <- svc.Run(ctx) }()
 	// Ready when the endpoint answers.
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(within)
 	for time.Now().Before(deadline) {
 		if _, err := bus.Call(context.Background(), env.NC, api.RoutesList.Subject(), &pb.Request{Method: "GET"}); err == nil {
 			t.Cleanup(r.stop)

@@ -65,7 +65,7 @@ func TestFullKernelBenchVLANs(t *testing.T) {
 	r.stop()
 	testenv.Run(t, ns, "sh", "-c", "for l in $(ip -o link show | awk -F': ' '{print $2}' | cut -d@ -f1 | grep '^svlan' | grep -v '\\.'); do ip link del $l; done")
 	t0 := time.Now()
-	r = start(t, env, ns)
+	r = startWithin(t, env, ns, 10*time.Minute)
 	reconcile := time.Since(t0)
 	links := strings.Count(testenv.Run(t, ns, "ip", "-o", "link", "show"), ": svlan")
 	// An unchanged set: a restart changes nothing.
@@ -75,7 +75,7 @@ func TestFullKernelBenchVLANs(t *testing.T) {
 	before := addrs()
 	r.stop()
 	t0 = time.Now()
-	start(t, env, ns)
+	startWithin(t, env, ns, 10*time.Minute)
 	unchanged := time.Since(t0)
 	if after := addrs(); after != before {
 		t.Errorf("the unchanged reconcile changed addresses")
