@@ -33,6 +33,11 @@ const (
 	// DHCPRouteProtocol marks the routes of delegated prefixes dhcp
 	// installs (services/dhcp/route): 0xd6, 214.
 	DHCPRouteProtocol = 0xd6
+	// BIRDRouteProtocol marks the routes the routing service's BIRD
+	// exports to the kernel (BGP, OSPF, blackholes): RTPROT_BIRD, 12,
+	// BIRD's own default. Only that BIRD writes them; netcfg and dhcp
+	// never touch them.
+	BIRDRouteProtocol = 12
 )
 
 // Names of the route protocols above, as routerd's listings print them.
