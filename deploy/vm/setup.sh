@@ -16,7 +16,11 @@ if [ -f "$VM_DIR/initramfs.cpio.gz" ] && [ -f "$VM_DIR/kernel.version" ]; then
 fi
 cd "$VM_DIR"
 # The kernel package linux-image-amd64 depends on now.
-PKG=$(apt-cache depends linux-image-amd64 | awk '/Depends: linux-image-[0-9]/{print $2; exit}')
+PKG=$(apt-cache depends linux-image-amd64 2>/dev/null | awk '/Depends: linux-image-[0-9]/{print $2; exit}')
+if [ -z "$PKG" ]; then
+	apt-get update -qq
+	PKG=$(apt-cache depends linux-image-amd64 | awk '/Depends: linux-image-[0-9]/{print $2; exit}')
+fi
 [ -n "$PKG" ] || { echo "vm setup: cannot find the kernel package (apt-get update?)" >&2; exit 1; }
 KV=${PKG#linux-image-}
 rm -rf kernel ./*.deb
