@@ -49,9 +49,10 @@ var bannerKey = regexp.MustCompile(`API key:\s+(\S+)`)
 
 // startLab runs routerd --lab with its own namespace prefix and state dir,
 // and waits until it prints its banner and answers GET /status.
-func startLab(t *testing.T, bin, prefix, state string) *routerd {
+func startLab(t *testing.T, bin, prefix, state string, extra ...string) *routerd {
 	t.Helper()
-	cmd := exec.Command(bin, "--lab", "--lab-prefix", prefix, "--state", state, "--listen", "127.0.0.1:0")
+	args := append([]string{"--lab", "--lab-prefix", prefix, "--state", state, "--listen", "127.0.0.1:0"}, extra...)
+	cmd := exec.Command(bin, args...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -1,8 +1,6 @@
 package e2e
 
 import (
-	"bufio"
-	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
@@ -12,42 +10,11 @@ import (
 	"time"
 )
 
-// startLabConfig is startLab with a configuration file.
+// startLabConfig is startLab with a configuration file, ready once BIRD
+// answers too.
 func startLabConfig(t *testing.T, bin, prefix, state, config string) *routerd {
 	t.Helper()
-	cmd := exec.Command(bin, "--lab", "--lab-prefix", prefix, "--state", state, "--listen", "127.0.0.1:0", "--config", config)
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &routerd{t: t, cmd: cmd, prefix: prefix, stderr: &bytes.Buffer{}}
-	cmd.Stderr = r.stderr
-	t.Cleanup(func() {
-		for _, n := range labNamespaces(prefix) {
-			_ = exec.Command("ip", "netns", "del", n).Run()
-		}
-	})
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(r.stop)
-	sc := bufio.NewScanner(stdout)
-	deadline := time.Now().Add(90 * time.Second)
-	for (r.url == "" || r.key == "") && time.Now().Before(deadline) && sc.Scan() {
-		if m := bannerAPI.FindStringSubmatch(sc.Text()); m != nil {
-			r.url = m[1]
-		}
-		if m := bannerKey.FindStringSubmatch(sc.Text()); m != nil {
-			r.key = m[1]
-		}
-	}
-	if r.url == "" || r.key == "" {
-		t.Fatalf("no banner:\n%s", r.stderr)
-	}
-	go func() {
-		for sc.Scan() {
-		}
-	}()
+	r := startLab(t, bin, prefix, state, "--config", config)
 	eventually(t, 30*time.Second, func() error {
 		if st, m := r.call("GET", "/bgp", nil); st != 200 || m["bird_error"] != nil {
 			return fmt.Errorf("GET /bgp answered %d %v", st, m)
