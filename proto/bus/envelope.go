@@ -50,11 +50,3 @@ type Reply struct {
 	// Body is the JSON document, or the raw bytes when ContentType is set.
 	Body []byte
 }
-
-// Origin renders who made a change for logs: "by@caller" or the caller.
-func (r *Request) Origin() string {
-	if r.By != "" {
-		return r.By + "@" + r.Caller
-	}
-	return r.Caller
-}
