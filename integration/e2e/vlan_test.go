@@ -21,8 +21,8 @@ func TestFullKernelLabQinQ(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("end-to-end: routerd --lab needs root to create network namespaces")
 	}
-	prefix := uniquePrefix()
-	r := startLab(t, binary(t), prefix, t.TempDir())
+	prefix, state := uniquePrefix(), t.TempDir()
+	r := startLab(t, binary(t), prefix, state)
 	st, m := r.call("POST", "/vlans", map[string]any{"parent": "sub0", "vlan_id": 200, "protocol": "802.1ad", "serve": false})
 	if st == 500 && strings.Contains(m["error"].(string), "802.1Q") {
 		t.Skip("this kernel has no 802.1Q/802.1ad: the VM tier (make vm) runs this test")
@@ -72,6 +72,27 @@ func TestFullKernelLabQinQ(t *testing.T) {
 		})
 		t.Logf("udhcpc on QinQ: %s", strings.TrimSpace(out))
 	}
+
+	// kill -9, then start again on the same state: the lab is rebuilt
+	// empty (as after a reboot) and netcfg brings every VLAN and address
+	// back from etcd, nothing duplicated.
+	_ = r.cmd.Process.Kill()
+	_ = r.cmd.Wait() // sets ProcessState: the cleanup knows it is gone
+	r = startLab(t, binary(t), prefix, state)
+	m = r.must("GET", "/vlans", nil, 200)
+	if m["count"].(float64) != 2 {
+		t.Errorf("VLANs after kill -9 and restart: %v", m)
+	}
+	eventually(t, 30*time.Second, func() error {
+		links := r.inRouter("ip", "-d", "-o", "link", "show")
+		if strings.Count(links, "vlan protocol 802.1ad id 200") != 1 || strings.Count(links, "vlan protocol 802.1Q id 116") != 1 {
+			return fmt.Errorf("links after restart:\n%s", links)
+		}
+		if addr := r.inRouter("ip", "-o", "addr", "show", "dev", "svlan200.116"); strings.Count(addr, "10.116.0.1/24") != 1 {
+			return fmt.Errorf("address after restart:\n%s", addr)
+		}
+		return nil
+	})
 
 	// Disable: the S-VLAN is refused while the C-VLAN on it is enabled.
 	r.must("POST", "/vlans/disable", map[string]any{"name": "svlan200"}, 409)
