@@ -17,6 +17,18 @@ var Table = []Operation{
 	// Plans (Document 2).
 	PlansList, PlansPut, PlansDelete, ClientsSummary, PlansGet,
 
+	// Clients (Document 2; subscribers).
+	ClientsPage,
+
+	// Shaping (no HTTP of its own; shaper).
+	ShaperSet, ShaperRemove, ShaperPlan, ShaperPage, ShaperStatus,
+
+	// Protection, bans, suspension blocks, anti-spoofing (firewall).
+	FirewallBlock, FirewallUnblock, FirewallBlocks, FirewallAuthFailed,
+
+	// NAT pools, CGNAT, port forwards (cgnat).
+	CGNATUses, CGNATIfaceRemove,
+
 	// Static routes (Document 2).
 	RoutesList, RoutesCreate, RoutesDelete, InterfacesCount,
 
