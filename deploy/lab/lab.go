@@ -9,16 +9,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/netip"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
-
-	"routerd.dev/services/dhcp"
-	dhcpconfig "routerd.dev/services/dhcp/config"
-	"routerd.dev/shared/store"
+	"github.com/nats-io/nats.go"
+	"routerd.dev/proto/api"
+	"routerd.dev/shared/bus"
 )
 
 // Topology names the lab's namespaces and addresses.
@@ -109,40 +107,59 @@ func (t Topology) Teardown() {
 	}
 }
 
-// DHCP is the DHCP configuration the lab starts with: the subscriber port
-// served on both families (pool 10.77.0.100-199, DHCPv6 addresses from
-// the /64 and /56 prefixes delegated from 2001:db8:7700::/40), so that a
-// client in the subscriber namespace gets addresses at once, e.g.
+// PDPool and PDLen are the router configuration's delegation pool in the
+// lab (pd_pool, pd_len) when its configuration sets none.
+const (
+	PDPool = "2001:db8:7700::/40"
+	PDLen  = 56
+)
+
+// provisioned marks, in the state directory, a lab whose starting
+// configuration has been made: a lab restarted on the same state keeps
+// what the operator changed since, removals included.
+const provisioned = "lab-provisioned"
+
+// Provision makes the lab's starting DHCP configuration through the
+// operations an operator would call, the first time the lab runs on a
+// state directory: the subscriber port served on both families (DHCPv4
+// from its /24, DHCPv6 addresses from its /64, prefixes delegated from
+// 2001:db8:7700::/40 in /56s, 256 of them for the port) and the domain
+// lab.example, so that a client in the subscriber namespace gets
+// addresses at once, e.g.
 //
 //	ip netns exec rtrlab-sub udhcpc -i eth0 -n -q -f
-func DHCP() dhcpconfig.Config {
-	return dhcpconfig.Config{
-		Networks: []dhcpconfig.Network{{
-			Iface: SubscriberPort, Gateway: addr(SubGateway4), Prefix: netip.MustParsePrefix(SubGateway4).Masked(),
-			PoolStart: netip.MustParseAddr("10.77.0.100"), PoolEnd: netip.MustParseAddr("10.77.0.199"),
-			Label: "lab subscribers",
-		}},
-		Networks6: []dhcpconfig.Network6{{
-			Iface: SubscriberPort, Gateway: addr(SubGateway6), Prefix: netip.MustParsePrefix(SubGateway6).Masked(),
-		}},
-		PD: dhcpconfig.PD{
-			Pool: netip.MustParsePrefix("2001:db8:7700::/40"), Len: 56,
-			Slices: map[string]dhcpconfig.Slice{SubscriberPort: {Index: 0, Size: 256}},
-		},
-		DNS: dhcpconfig.DNS{Domain: "lab.example"},
+func Provision(stateDir string) func(ctx context.Context, nc *nats.Conn) error {
+	return func(ctx context.Context, nc *nats.Conn) error {
+		mark := filepath.Join(stateDir, provisioned)
+		if _, err := os.Stat(mark); err == nil {
+			return nil
+		}
+		steps := []struct {
+			what string
+			do   func() error
+		}{
+			{"POST /net", func() error {
+				_, err := bus.Invoke(ctx, nc, api.NetAdd, &api.NetIface{Iface: SubscriberPort, Label: "lab subscribers"})
+				return err
+			}},
+			{"POST /net6", func() error {
+				_, err := bus.Invoke(ctx, nc, api.Net6Add, &api.Net6Iface{Iface: SubscriberPort})
+				return err
+			}},
+			{"POST /pd", func() error {
+				_, err := bus.Invoke(ctx, nc, api.PDAdd, &api.PDSet{Iface: SubscriberPort, Size: 256})
+				return err
+			}},
+			{"POST /dns", func() error {
+				_, err := bus.Invoke(ctx, nc, api.DNSSetOp, &api.DNSSet{Domain: "lab.example"})
+				return err
+			}},
+		}
+		for _, s := range steps {
+			if err := s.do(); err != nil {
+				return fmt.Errorf("lab: %s for %s: %w", s.what, SubscriberPort, err)
+			}
+		}
+		return os.WriteFile(mark, []byte("the lab's starting configuration was made; remove this file to make it again\n"), 0o600)
 	}
-}
-
-func addr(prefix string) netip.Addr { return netip.MustParsePrefix(prefix).Addr() }
-
-// Seed stores the lab's starting configuration where none is stored yet,
-// so a lab restarted with the same state directory keeps what the
-// operator changed.
-func Seed(ctx context.Context, kv *clientv3.Client) error {
-	st := store.New(kv, dhcp.Name)
-	key := st.Key(dhcp.ConfigDoc)
-	if _, err := st.Txn().IfAbsent(key).Put(key, DHCP()).Commit(ctx); err != nil && !errors.Is(err, store.ErrConflict) {
-		return fmt.Errorf("lab: storing the dhcp configuration: %w", err)
-	}
-	return nil
 }

@@ -75,12 +75,9 @@ func (o *OLT) Register(ctx context.Context, kv *clientv3.Client, stateDir string
 		Host: o.Host, Port: o.Port, Protocol: "telnet", User: o.User, Pass: o.pass}})
 }
 
-// SeedWith is Seed, then the registration of the lab's OLT.
+// SeedWith registers the lab's OLT.
 func SeedWith(o *OLT, stateDir string) func(ctx context.Context, kv *clientv3.Client) error {
 	return func(ctx context.Context, kv *clientv3.Client) error {
-		if err := Seed(ctx, kv); err != nil {
-			return err
-		}
 		return o.Register(ctx, kv, stateDir)
 	}
 }

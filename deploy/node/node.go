@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"golang.org/x/sync/errgroup"
 
@@ -43,6 +44,10 @@ type Options struct {
 	// Seed, when set, runs once the store is reachable and before any
 	// service starts (the lab stores its starting configuration).
 	Seed func(ctx context.Context, kv *clientv3.Client) error
+	// Provision, when set, runs once the services this process runs are
+	// up and before the API opens: the lab makes its starting
+	// configuration through the services' own operations with it.
+	Provision func(ctx context.Context, nc *nats.Conn) error
 }
 
 // Run starts everything cfg selects and blocks until ctx ends or a service
@@ -169,6 +174,14 @@ func Run(ctx context.Context, cfg config.Config, opt Options) error {
 		log.Warn("services not registered yet; opening the API anyway", "services", missing, "waited", readyWait)
 	}
 	cancel()
+	if opt.Provision != nil {
+		pctx, cancel := context.WithTimeout(gctx, readyWait)
+		err := opt.Provision(pctx, nc)
+		cancel()
+		if err != nil {
+			return err
+		}
+	}
 
 	if cfg.Runs("gateway") {
 		if cfg.APIKey == "" {

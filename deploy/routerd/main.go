@@ -73,6 +73,9 @@ func run() error {
 		}
 		defer topo.Teardown()
 		cfg.Netns = topo.RouterPath()
+		if cfg.PDPool == "" {
+			cfg.PDPool, cfg.PDLen = lab.PDPool, lab.PDLen
+		}
 		if *listen == "" {
 			addr = "127.0.0.1:8880"
 		}
@@ -110,6 +113,7 @@ func run() error {
 	}}
 	if *labMode {
 		opt.Seed = lab.SeedWith(labOLT, cfg.StateDir)
+		opt.Provision = lab.Provision(cfg.StateDir)
 	}
 	return node.Run(ctx, cfg, opt)
 }

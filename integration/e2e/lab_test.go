@@ -225,7 +225,7 @@ func TestLabEndToEnd(t *testing.T) {
 	// the subscriber namespace gets a pool address from routerd.
 	if _, err := exec.LookPath("udhcpc"); err == nil {
 		out, err := exec.Command("ip", "netns", "exec", prefix+"-sub", "udhcpc", "-i", "eth0", "-n", "-q", "-f", "-t", "5", "-T", "1", "-s", "/bin/true").CombinedOutput()
-		if err != nil || !regexp.MustCompile(`lease of 10\.77\.0\.1\d\d obtained from 10\.77\.0\.1`).Match(out) {
+		if err != nil || !regexp.MustCompile(`lease of 10\.77\.0\.\d+ obtained from 10\.77\.0\.1`).Match(out) {
 			t.Errorf("udhcpc in the lab's subscriber namespace: %v\n%s", err, out)
 		}
 	} else {
