@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/netip"
 	"strings"
 	"time"
@@ -237,8 +238,16 @@ func (s *Service) loadReservations(ctx context.Context, eng *Engine) error {
 }
 
 func (s *Service) loadReservationsAt(ctx context.Context, eng *Engine) (int64, error) {
+	return LoadReservations(ctx, s.d.KV, s.st.Key(ResvPrefix), eng, s.d.Log)
+}
+
+// LoadReservations reads every reservation key under prefix (the dhcp
+// store's ResvPrefix) in one consistent snapshot and gives them to eng at
+// once; it returns the revision they were read at. The service loads them
+// this way at start, and the perfdhcp benchmark server too, so that the
+// DHCP rates it measures are those of reservations stored one key each.
+func LoadReservations(ctx context.Context, kv *clientv3.Client, prefix string, eng *Engine, log *slog.Logger) (int64, error) {
 	start := time.Now()
-	prefix := s.st.Key(ResvPrefix)
 	end := clientv3.GetPrefixRangeEnd(prefix)
 	var (
 		clients  []config.Client
@@ -251,7 +260,7 @@ func (s *Service) loadReservationsAt(ctx context.Context, eng *Engine) (int64, e
 		if rev != 0 {
 			opts = append(opts, clientv3.WithRev(rev)) // one consistent snapshot
 		}
-		resp, err := s.d.KV.Get(ctx, key, opts...)
+		resp, err := kv.Get(ctx, key, opts...)
 		if err != nil {
 			return 0, fmt.Errorf("reading the reservations: %w", err)
 		}
@@ -265,7 +274,7 @@ func (s *Service) loadReservationsAt(ctx context.Context, eng *Engine) (int64, e
 				var c config.Client
 				if err := json.Unmarshal(kv.Value, &c); err != nil {
 					bad++
-					s.d.Log.Error("reservation unreadable; left out", "key", string(kv.Key), "err", err)
+					log.Error("reservation unreadable; left out", "key", string(kv.Key), "err", err)
 					continue
 				}
 				clients = append(clients, c)
@@ -273,7 +282,7 @@ func (s *Service) loadReservationsAt(ctx context.Context, eng *Engine) (int64, e
 				var v config.Service
 				if err := json.Unmarshal(kv.Value, &v); err != nil {
 					bad++
-					s.d.Log.Error("reservation unreadable; left out", "key", string(kv.Key), "err", err)
+					log.Error("reservation unreadable; left out", "key", string(kv.Key), "err", err)
 					continue
 				}
 				services = append(services, v)
@@ -285,22 +294,22 @@ func (s *Service) loadReservationsAt(ctx context.Context, eng *Engine) (int64, e
 		key = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
 	}
 	if err := eng.SetReservations(clients, services); err != nil {
-		s.d.Log.Warn("reservations refused as a whole; applying them one by one", "err", err)
+		log.Warn("reservations refused as a whole; applying them one by one", "err", err)
 		_ = eng.SetReservations(nil, nil)
 		for _, c := range clients {
 			if _, err := eng.PutClient(c); err != nil {
 				bad++
-				s.d.Log.Error("reservation refused; left out", "mac", c.MAC, "err", err)
+				log.Error("reservation refused; left out", "mac", c.MAC, "err", err)
 			}
 		}
 		for _, v := range services {
 			if _, err := eng.PutService(v); err != nil {
 				bad++
-				s.d.Log.Error("reservation refused; left out", "service", v.ID, "err", err)
+				log.Error("reservation refused; left out", "service", v.ID, "err", err)
 			}
 		}
 	}
-	s.d.Log.Info("reservations loaded", "clients", len(clients), "services", len(services), "refused", bad,
+	log.Info("reservations loaded", "clients", len(clients), "services", len(services), "refused", bad,
 		"took", time.Since(start).Round(time.Millisecond))
 	return rev, nil
 }

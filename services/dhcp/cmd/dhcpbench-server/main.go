@@ -3,7 +3,8 @@
 // 2001:db8:99::/64 on vk-srv inside a namespace, the same pools and
 // lifetimes as the Kea configs), with leases made durable in a real etcd
 // (embedded, data on disk, fsync on) before each answer, and with N
-// MAC reservations loaded on a second served interface.
+// MAC reservations on a second served interface, stored one key each and
+// loaded from etcd as the dhcp service loads them.
 package main
 
 import (
@@ -17,6 +18,7 @@ import (
 	"os/signal"
 	"runtime/debug"
 	"runtime/pprof"
+	"strings"
 	"syscall"
 	"time"
 
@@ -97,6 +99,7 @@ func run(ctx context.Context, ns, iface, resIface string, nres int, dir string, 
 		},
 		Timers: config.Timers{OfferHold: 60 * time.Second},
 	}
+	var clients []config.Client
 	if resIface != "" && nres > 0 {
 		cfg.Networks = append(cfg.Networks, config.Network{
 			Iface: resIface, Gateway: netip.MustParseAddr("10.100.0.1"), Prefix: netip.MustParsePrefix("10.100.0.0/15"),
@@ -106,13 +109,27 @@ func run(ctx context.Context, ns, iface, resIface string, nres int, dir string, 
 			Iface: resIface, Gateway: netip.MustParseAddr("2001:db8:98::1"), Prefix: netip.MustParsePrefix("2001:db8:98::/64"),
 		})
 		base4 := netip.MustParseAddr("10.100.0.10")
+		clients = make([]config.Client, 0, nres)
 		base6 := netip.MustParseAddr("2001:db8:98::2:0")
 		for i := range nres {
 			a4, a6 := base4, base6
 			a4 = addN(a4, i)
 			a6 = addN(a6, i)
 			mac := net.HardwareAddr{0x02, 0x42, byte(i >> 24), byte(i >> 16), byte(i >> 8), byte(i)}
-			cfg.Clients = append(cfg.Clients, config.Client{MAC: mac.String(), IP: a4, IPv6: a6})
+			clients = append(clients, config.Client{MAC: strings.ToUpper(mac.String()), IP: a4, IPv6: a6})
+		}
+	}
+	// The reservations are stored as the service stores them, one key
+	// each under the dhcp prefix, and loaded from there the way the
+	// service loads them at start.
+	st := store.New(kv, dhcp.Name)
+	for i := 0; i < len(clients); i += int(txnOps) {
+		txn := st.Txn()
+		for _, c := range clients[i:min(i+int(txnOps), len(clients))] {
+			txn.Put(st.Key(dhcp.ResvPrefix+"clients/"+c.MAC), c)
+		}
+		if _, err := txn.Commit(ctx); err != nil {
+			return fmt.Errorf("storing the reservations: %w", err)
 		}
 	}
 	t0 := time.Now()
@@ -125,8 +142,12 @@ func run(ctx context.Context, ns, iface, resIface string, nres int, dir string, 
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(os.Stderr, "dhcpbench-server: %d reservations loaded in %v, serving %s in %s, etcd %s\n",
-		len(cfg.Clients), time.Since(t0).Round(time.Millisecond), iface, ns, etcd.ClientURL)
+	if _, err := dhcp.LoadReservations(ctx, kv, st.Key(dhcp.ResvPrefix), eng, log); err != nil {
+		return err
+	}
+	n, _ := eng.ReservationCounts()
+	fmt.Fprintf(os.Stderr, "dhcpbench-server: %d reservations loaded from their keys in %v, serving %s in %s, etcd %s\n",
+		n, time.Since(t0).Round(time.Millisecond), iface, ns, etcd.ClientURL)
 	// The listeners' counters go with the listeners when Run returns, so
 	// they are read on the signal, before the engine is told to stop.
 	runCtx, stopEngine := context.WithCancel(context.Background())
