@@ -6,10 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io/fs"
 	"net"
-	"os"
-	"path/filepath"
 	"strconv"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -17,6 +14,7 @@ import (
 	"routerd.dev/proto/api"
 	"routerd.dev/services/olt"
 	"routerd.dev/services/olt/sim"
+	"routerd.dev/shared/licence"
 )
 
 // OLTName is the name the lab's simulated OLT is registered under.
@@ -65,9 +63,8 @@ func (o *OLT) Close() error { return o.Sim.Close() }
 func (o *OLT) Register(ctx context.Context, kv *clientv3.Client, stateDir string) error {
 	// The lab is licensed for OLT writes (an operator's licence, when
 	// one is installed, is kept).
-	lic := filepath.Join(stateDir, olt.LicenceFile)
-	if _, err := os.Stat(lic); errors.Is(err, fs.ErrNotExist) {
-		if err := os.WriteFile(lic, []byte(`{"features": ["`+olt.WriteFeature+`"], "comment": "routerd --lab"}`+"\n"), 0o600); err != nil {
+	if _, err := licence.Read(stateDir); errors.Is(err, licence.ErrMissing) {
+		if _, err := licence.Install(stateDir, []byte(`{"features": ["`+licence.OLTWrite+`"], "comment": "routerd --lab"}`+"\n")); err != nil {
 			return err
 		}
 	}

@@ -31,6 +31,9 @@ func main() {
 }
 
 func run() error {
+	if len(os.Args) > 1 && os.Args[1] == "licence" {
+		return licenceCommand(os.Args[2:])
+	}
 	configPath := flag.String("config", "", "configuration file (YAML; see deploy/routerd.example.yaml)")
 	labMode := flag.Bool("lab", false, "build a lab of network namespaces and run against it")
 	labPrefix := flag.String("lab-prefix", "rtrlab", "name prefix of the lab's namespaces")

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -84,6 +85,32 @@ func TestLabOLT(t *testing.T) {
 	}
 	r.must("GET", "/olt/info", nil, 405)
 	r.must("POST", "/olt/nosuch", map[string]any{}, 404)
+
+	// The doctor's OLT check (?olt=1) audits each registered OLT on its
+	// S-VLAN: 200 exists and is tagged on 0/3/0; 300 does not exist.
+	oltFindings := func() []string {
+		var out []string
+		for _, f := range r.must("GET", "/doctor?olt=1", nil, 200)["findings"].([]any) {
+			if f := f.(map[string]any); f["area"] == "olt" {
+				out = append(out, fmt.Sprint(f["severity"], ": ", f["problem"], " (", f["detail"], ")"))
+			}
+		}
+		return out
+	}
+	if f := oltFindings(); len(f) != 1 || !strings.Contains(f[0], "no S-VLAN is set") {
+		t.Errorf("doctor olt=1 without an S-VLAN: %q", f)
+	}
+	r.must("POST", "/olts/lab", map[string]any{"svlan": 300}, 200)
+	if f := oltFindings(); len(f) != 1 || !strings.Contains(f[0], "critical: OLT lab: S-VLAN 300 does not exist") {
+		t.Errorf("doctor olt=1 on a missing S-VLAN: %q", f)
+	}
+	r.must("POST", "/olts/lab", map[string]any{"svlan": 200}, 200)
+	for _, f := range oltFindings() {
+		if strings.HasPrefix(f, "critical") {
+			t.Errorf("doctor olt=1 on S-VLAN 200, tagged on the uplink: %s", f)
+		}
+	}
+	r.must("POST", "/olts/lab", map[string]any{"svlan": 0}, 200)
 
 	// Restart with the same state directory: the registration (and its
 	// sealed password, re-sealed for the new simulator) is still there.

@@ -299,8 +299,10 @@ var (
 	// DoctorGet is GET /doctor.
 	DoctorGet = Define[DoctorRequest, DoctorAnswer](Meta{
 		Service: "system", Name: "doctor.get", REST: []REST{{"GET", "/doctor"}}, Action: "doctor", Read: true,
-		Timeout: 20 * time.Second, Attempt: 15 * time.Second,
-		Summary: "Checks gathered concurrently, each within a deadline (a service that does not answer is itself a finding): services missing from the bus, DHCP not running or its configuration refused, stored configuration documents that do not parse, NATS and etcd health (etcd alarms such as NOSPACE), free space of the state directory, clock synchronisation, the licence, configuration not saved. Always 200; `ok` is false on any critical finding.",
+		// olt=1 audits each registered OLT (up to 45 s); the rest answer
+		// within 3 s each.
+		Timeout: 60 * time.Second, Attempt: 55 * time.Second,
+		Summary: "Checks gathered concurrently, each within a deadline (a service that does not answer is itself a finding): services missing from the bus, DHCP not running or its configuration refused, stored configuration documents that do not parse, NATS and etcd health (etcd alarms such as NOSPACE), free space of the state directory, clock synchronisation, the licence, configuration not saved. `olt=1` also audits each registered OLT on its S-VLAN (read only, concurrently, within 45 s): the S-VLAN missing, no uplink carrying it or all down, option 82 not inserted, service ports down. Always 200; `ok` is false on any critical finding.",
 	})
 	// AlertsGet is GET /alerts.
 	AlertsGet = Define[None, AlertList](Meta{

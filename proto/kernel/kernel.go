@@ -55,12 +55,6 @@ const (
 // `inet filter` included), so it never has to flush anything but its own.
 const NftablesTablePrefix = "routerd_"
 
-// FirewallTable is the firewall service's table (family inet): suspension
-// blocks, the management ports' allow-list and bans, as set elements.
-// Anti-spoofing tables of the same service are named
-// `routerd_firewall_<what>`.
-const FirewallTable = NftablesTablePrefix + "firewall"
-
 // LinkAliasPrefix begins the alias (IFLA_IFALIAS, `ip link set X alias`) of
 // every link routerd creates: `routerd:<service>`, optionally followed by a
 // space and free text (e.g. "routerd:subscribers vlan 100 of ge0"). Link

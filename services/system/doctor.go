@@ -25,6 +25,10 @@ import (
 // answered by then is reported as such, and the rest are not held up.
 const checkTimeout = 3 * time.Second
 
+// oltAuditTimeout bounds the OLT check of ?olt=1: one audit per OLT, run
+// concurrently, each a login and a few display commands.
+const oltAuditTimeout = 45 * time.Second
+
 // Disk space thresholds of the state directory.
 const (
 	diskWarnFraction     = 0.10
@@ -36,19 +40,22 @@ const (
 type check struct {
 	name string
 	run  func(ctx context.Context, olt bool) []api.Finding
+	// timeout, when set, replaces checkTimeout (the OLT audit is a telnet
+	// or SSH session per OLT).
+	timeout time.Duration
 }
 
 func (s *Service) checks() []check {
 	return []check{
-		{"services", s.checkServices},
-		{"dhcp", s.checkDHCP},
-		{"configuration", s.checkConfiguration},
-		{"nats", s.checkNATS},
-		{"etcd", s.checkEtcd},
-		{"disk", s.checkDisk},
-		{"clock", s.checkClock},
-		{"olt", s.checkOLT},
-		{"licence", s.checkLicence},
+		{name: "services", run: s.checkServices},
+		{name: "dhcp", run: s.checkDHCP},
+		{name: "configuration", run: s.checkConfiguration},
+		{name: "nats", run: s.checkNATS},
+		{name: "etcd", run: s.checkEtcd},
+		{name: "disk", run: s.checkDisk},
+		{name: "clock", run: s.checkClock},
+		{name: "olt", run: s.checkOLT, timeout: oltAuditTimeout},
+		{name: "licence", run: s.checkLicence},
 	}
 }
 
@@ -75,7 +82,11 @@ func (s *Service) findings(ctx context.Context, olt bool) []api.Finding {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			cctx, cancel := context.WithTimeout(ctx, checkTimeout)
+			timeout := checkTimeout
+			if c.timeout > 0 {
+				timeout = c.timeout
+			}
+			cctx, cancel := context.WithTimeout(ctx, timeout)
 			defer cancel()
 			done := make(chan []api.Finding, 1)
 			go func() {
@@ -93,7 +104,7 @@ func (s *Service) findings(ctx context.Context, olt bool) []api.Finding {
 			case <-cctx.Done():
 				results[i] = []api.Finding{{Severity: "warning", Area: c.name,
 					Problem: "the " + c.name + " check did not finish in time",
-					Detail:  fmt.Sprintf("no result within %s", checkTimeout), Fix: "run the doctor again; if it persists, see routerd's log"}}
+					Detail:  fmt.Sprintf("no result within %s", timeout), Fix: "run the doctor again; if it persists, see routerd's log"}}
 			}
 		}()
 	}
@@ -307,8 +318,108 @@ func (s *Service) checkOLT(ctx context.Context, olt bool) []api.Finding {
 	if !olt {
 		return nil
 	}
-	return []api.Finding{{Severity: "info", Area: "olt", Problem: "the OLT check is not built yet",
-		Detail: "olt=1 will compare each registered OLT with the router's records (the OLT API's audit)", Fix: "run POST /olt/audit per OLT meanwhile"}}
+	list, err := bus.Invoke(ctx, s.deps.NC, api.OLTsList, &api.None{})
+	if err != nil {
+		return []api.Finding{{Severity: "warning", Area: "olt", Problem: "the OLT registry cannot be read",
+			Detail: err.Error(), Fix: "check that the olt service runs (GET /status)"}}
+	}
+	// The OLTs are audited concurrently: each is a telnet or SSH session
+	// of its own, and one slow OLT must not hide the others.
+	results := make([][]api.Finding, len(list.OLTs))
+	var wg sync.WaitGroup
+	for i, o := range list.OLTs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i] = s.auditOLT(ctx, o)
+		}()
+	}
+	wg.Wait()
+	var out []api.Finding
+	for _, r := range results {
+		out = append(out, r...)
+	}
+	return out
+}
+
+// oltAudit is the part of the olt service's audit result the doctor reads.
+type oltAudit struct {
+	SVLAN   int  `json:"svlan"`
+	Exists  bool `json:"exists"`
+	Uplinks []struct {
+		Port  string `json:"port"`
+		State string `json:"state"`
+	} `json:"uplinks"`
+	ServicePorts []struct {
+		Index int    `json:"index"`
+		State string `json:"state"`
+		PON   string `json:"pon"`
+		ONTID int    `json:"ont_id"`
+	} `json:"service_ports"`
+	Option82 bool `json:"option82"`
+}
+
+// auditOLT compares what one registered OLT holds for this router (the
+// olt service's audit, read only) with what the router expects of it: its
+// S-VLAN, an uplink carrying it, option 82 inserted so fibre services'
+// addresses can be bound, and the service ports on it up.
+func (s *Service) auditOLT(ctx context.Context, o api.OLTRecord) []api.Finding {
+	f := func(sev, problem, detail, fix string) api.Finding {
+		return api.Finding{Severity: sev, Area: "olt", Problem: "OLT " + o.Name + ": " + problem, Detail: detail, Fix: fix}
+	}
+	if o.SVLAN == 0 {
+		return []api.Finding{f("info", "no S-VLAN is set for this router, so nothing was audited", "",
+			"set it: POST /olts/"+o.Name+" {\"svlan\": N}")}
+	}
+	a, err := bus.Invoke(ctx, s.deps.NC, api.OLTAuditOp, &api.OLTAudit{OLTOptions: api.OLTOptions{OLT: o.Name, Timeout: 40}, SVLAN: o.SVLAN})
+	switch {
+	case err != nil:
+		return []api.Finding{f("critical", "the audit could not be run", err.Error(), "check the olt service and the OLT's registration (GET /olts)")}
+	case !a.OK:
+		detail := ""
+		if a.Error != nil {
+			detail = *a.Error
+		}
+		return []api.Finding{f("critical", fmt.Sprintf("unreachable or refusing (%d)", a.Code), detail,
+			fmt.Sprintf("check that %s:%d answers and the stored credentials (POST /olt/info {\"olt\": %q})", o.Host, o.Port, o.Name))}
+	}
+	var r oltAudit
+	if raw, err := json.Marshal(a.Result); err == nil {
+		_ = json.Unmarshal(raw, &r)
+	}
+	if !r.Exists {
+		return []api.Finding{f("critical", fmt.Sprintf("S-VLAN %d does not exist on the OLT", o.SVLAN),
+			"no fibre subscriber of this router can pass", fmt.Sprintf("create it: POST /olt/vlan-add {\"olt\": %q, \"vlan\": %d}", o.Name, o.SVLAN))}
+	}
+	var out []api.Finding
+	up := 0
+	for _, u := range r.Uplinks {
+		if !strings.EqualFold(u.State, "down") {
+			up++
+		}
+	}
+	switch {
+	case len(r.Uplinks) == 0:
+		out = append(out, f("critical", fmt.Sprintf("no uplink port carries S-VLAN %d", o.SVLAN),
+			"the OLT cannot reach the router", fmt.Sprintf("tag it on the uplink: POST /olt/port-vlan {\"olt\": %q, \"vlan\": %d, \"port\": ...}", o.Name, o.SVLAN)))
+	case up == 0:
+		out = append(out, f("critical", fmt.Sprintf("every uplink carrying S-VLAN %d is down", o.SVLAN), "", "check the uplink fibre and ports"))
+	}
+	if !r.Option82 {
+		out = append(out, f("warning", "option 82 is not inserted on the S-VLAN",
+			"fibre services are bound to their PON port and ONT by option 82; without it they get no fixed address", "enable DHCP option 82 on the OLT (POST /olt/init)"))
+	}
+	down := 0
+	for _, sp := range r.ServicePorts {
+		if strings.EqualFold(sp.State, "down") {
+			down++
+		}
+	}
+	if down > 0 {
+		out = append(out, f("warning", fmt.Sprintf("%d of %d service ports on S-VLAN %d are down", down, len(r.ServicePorts), o.SVLAN),
+			"", fmt.Sprintf("list them: POST /olt/serviceports {\"olt\": %q}", o.Name)))
+	}
+	return out
 }
 
 // alertTypes maps a finding's area to the spec's alert type; findings of

@@ -5,53 +5,39 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"time"
 
 	"routerd.dev/proto/api"
 	"routerd.dev/proto/event"
+	"routerd.dev/shared/licence"
 )
 
-// LicenceFile is the router licence in the state directory (installed on
-// the router's command line; the olt service reads its features):
-// {"features": ["olt-write"], "expires": "2027-12-31"}, expires optional.
-const LicenceFile = "licence.json"
+// LicenceFile is the router licence in the state directory (shared/licence;
+// installed with `routerd licence install`; the olt service reads its
+// features).
+const LicenceFile = licence.File
 
-// checkLicence: a missing, unreadable or expired licence is a licence
-// finding (and so a licence alert).
+// checkLicence: a missing, damaged or expired licence is a licence finding
+// (and so a licence alert); one ending within two weeks is a warning.
 func (s *Service) checkLicence(ctx context.Context, _ bool) []api.Finding {
 	if s.deps.StateDir == "" {
 		return nil
 	}
-	path := filepath.Join(s.deps.StateDir, LicenceFile)
+	path := licence.Path(s.deps.StateDir)
 	finding := func(sev, problem, detail string) []api.Finding {
 		return []api.Finding{{Severity: sev, Area: "licence", Problem: problem, Detail: detail,
-			Fix: "install the router's licence on its command line (" + path + "); licensed features such as OLT writes are refused until then"}}
+			Fix: "install the router's licence on its command line: routerd licence install <file> (" + path + "); licensed features such as OLT writes are refused until then"}}
 	}
-	raw, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
+	l, err := licence.Read(s.deps.StateDir)
+	switch {
+	case errors.Is(err, licence.ErrMissing):
 		return finding("warning", "no licence is installed", path+" does not exist")
-	}
-	if err != nil {
-		return finding("warning", "the licence cannot be read", err.Error())
-	}
-	var l struct {
-		Features []string `json:"features"`
-		Expires  string   `json:"expires"`
-	}
-	if err := json.Unmarshal(raw, &l); err != nil {
+	case err != nil:
 		return finding("warning", "the licence is invalid", err.Error())
-	}
-	if l.Expires == "" {
+	case l.Expires == "":
 		return nil
 	}
-	end, err := time.Parse("2006-01-02", l.Expires)
-	if err != nil {
-		return finding("warning", "the licence is invalid", "unreadable expiry date "+l.Expires)
-	}
-	switch left := end.Add(24 * time.Hour).Sub(s.deps.Now()); {
+	switch left := l.Ends().Sub(s.deps.Now()); {
 	case left <= 0:
 		return finding("critical", "the licence has expired", "it expired on "+l.Expires)
 	case left < 14*24*time.Hour:
