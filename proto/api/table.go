@@ -18,7 +18,9 @@ var Table = []Operation{
 	PlansList, PlansPut, PlansDelete, ClientsSummary, PlansGet,
 
 	// Clients (Document 2; subscribers).
-	ClientsPage,
+	ClientsPage, ClientsList, ClientsSearch, ClientsGet, ClientsAdd, ClientsDelete,
+	ClientsSetPlan, ClientsSuspend, ClientsResume, ClientsExpires,
+	ClientsActive, ClientsConnected, Clients6, IPsGet,
 
 	// Shaping (no HTTP of its own; shaper).
 	ShaperSet, ShaperRemove, ShaperPlan, ShaperPage, ShaperStatus,
