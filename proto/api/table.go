@@ -38,9 +38,6 @@ var Table = []Operation{
 	VLANsList, VLANsCreate, VLANsDelete, VLANsDisable, VLANsEnable,
 	AddrAdd, AddrDelete, AddrOther, IfaceListOp,
 
-	// The router's own network configuration (Document 1; netcfg).
-	NetworkGet, NetworkPlanOp, NetworkApplyOp, NetworkConfirmOp, NetworkRollbackOp, NetworkAdoptOp,
-
 	// DHCP (Document 2; not on HTTP yet).
 	LeasesList, LeasesGet, PDSync, DHCPStatus,
 

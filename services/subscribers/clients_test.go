@@ -3,6 +3,7 @@ package subscribers_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/url"
 	"strings"
 	"testing"
@@ -397,4 +398,155 @@ func TestClientsAreReconciledAtStart(t *testing.T) {
 	r.clock.Set(time.Date(2026, 11, 26, 0, 0, 0, 0, time.Local))
 	eventually(t, "suspended by the periodic reconcile", func() bool { return r.fx.blocked("02:00:00:00:00:02") })
 	_ = testenv.Log
+}
+
+// TestActiveClients6AndIPs reads the neighbour table of the router's
+// namespace: entries made with ip neigh stand for what ARP and ND learn.
+func TestActiveClients6AndIPs(t *testing.T) {
+	r := startRig(t)
+	for _, c := range []map[string]any{
+		{"mac": "02:00:00:00:01:01", "ip": "10.50.0.21", "hostname": "online", "ipv6": "2001:db8:50::21"},
+		{"mac": "02:00:00:00:01:02", "ip": "10.50.0.22", "hostname": "stale"},
+		{"mac": "02:00:00:00:01:03", "ip": "10.50.0.23", "hostname": "away"},
+	} {
+		if st, m := r.do(t, "POST", "/clients", c); st != 201 {
+			t.Fatalf("add: %d %v", st, m)
+		}
+	}
+	neigh := func(args ...string) {
+		testenv.Run(t, r.ns, "ip", append([]string{"neigh", "replace"}, args...)...)
+	}
+	neigh("10.50.0.21", "lladdr", "02:00:00:00:01:01", "dev", r.iface, "nud", "permanent")
+	neigh("10.50.0.22", "lladdr", "02:00:00:00:01:99", "dev", r.iface, "nud", "stale") // answered by another MAC
+	neigh("10.50.0.40", "lladdr", "02:00:00:00:02:40", "dev", r.iface, "nud", "reachable")
+	neigh("2001:db8:50::21", "lladdr", "02:00:00:00:01:01", "dev", r.iface, "nud", "permanent")
+	neigh("fe80::1:1", "lladdr", "02:00:00:00:01:01", "dev", r.iface, "nud", "permanent")
+	neigh("2001:db8:50::77", "lladdr", "02:00:00:00:07:07", "dev", r.iface, "nud", "stale", "router")
+	neigh("2001:db8:50::78", "lladdr", "02:00:00:00:07:08", "dev", r.iface, "nud", "reachable")
+
+	st, m := r.do(t, "GET", "/clients/active", nil)
+	if st != 200 {
+		t.Fatalf("active: %d %v", st, m)
+	}
+	want := map[string]any{"registered": float64(3), "services": float64(0), "online": float64(1), "recent": float64(1), "offline": float64(1), "dynamic_active_leases": float64(0)}
+	if diff := cmp.Diff(want, m["summary"]); diff != "" {
+		t.Errorf("summary (-want +got):\n%s", diff)
+	}
+	byMAC := map[string]map[string]any{}
+	for _, e := range m["clients"].([]any) {
+		byMAC[e.(map[string]any)["mac"].(string)] = e.(map[string]any)
+	}
+	if e := byMAC["02:00:00:00:01:01"]; e["status"] != "online" || e["neigh_state"] != "PERMANENT" || e["mac_mismatch"] != false ||
+		cmp.Diff([]any{"2001:db8:50::21"}, e["ipv6_actual"]) != "" || len(e["ipv6_all"].([]any)) != 2 {
+		t.Errorf("online entry: %v", e)
+	}
+	if e := byMAC["02:00:00:00:01:02"]; e["status"] != "recent" || e["seen_mac"] != "02:00:00:00:01:99" || e["mac_mismatch"] != true {
+		t.Errorf("stale entry: %v", e)
+	}
+	if e := byMAC["02:00:00:00:01:03"]; e["status"] != "offline" || e["neigh_state"] != "" {
+		t.Errorf("offline entry: %v", e)
+	}
+	if st, m := r.do(t, "GET", "/api?action=connected&state=online", nil); st != 200 || m["count"] != float64(1) || field(m, "summary", "registered") != float64(3) {
+		t.Errorf("connected online: %d %v", st, m)
+	}
+	if st, m := r.do(t, "GET", "/clients/active?state=gone", nil); st != 400 || m["field"] != "state" {
+		t.Errorf("bad state: %d %v", st, m)
+	}
+
+	// /status: online is the client whose address is a live neighbour.
+	counts, err := bus.Invoke(context.Background(), r.env.NC, api.ClientsSummary, &api.None{})
+	if err != nil || counts.Total != 3 || counts.Online != 1 {
+		t.Errorf("summary: %+v %v", counts, err)
+	}
+
+	// /clients6: the router neighbour left out unless routers=1; the
+	// router's own MACs never listed.
+	st, m = r.do(t, "GET", "/clients6", nil)
+	macs := func(m map[string]any) []string {
+		var out []string
+		for _, e := range m["clients"].([]any) {
+			out = append(out, e.(map[string]any)["mac"].(string))
+		}
+		return out
+	}
+	if st != 200 || cmp.Diff([]string{"02:00:00:00:01:01", "02:00:00:00:07:08"}, macs(m)) != "" {
+		t.Fatalf("clients6: %d %v", st, m)
+	}
+	e := m["clients"].([]any)[0].(map[string]any)
+	if e["registered"] != true || e["ipv4"] != "10.50.0.21" || e["ipv6"] != "2001:db8:50::21" || e["link_local"] != "fe80::1:1" ||
+		e["ipv6_reserved"] != "2001:db8:50::21" || e["online"] != true || e["router"] != false {
+		t.Errorf("clients6 entry: %v", e)
+	}
+	if st, m := r.do(t, "GET", "/api?action=clients6&routers=1", nil); st != 200 || len(macs(m)) != 3 || field(m, "summary", "registered") != float64(1) {
+		t.Errorf("clients6 routers=1: %d %v", st, m)
+	}
+
+	// /ips: usage of each network, 404 for one not on the router.
+	st, m = r.do(t, "GET", "/ips?network=10.50.0.0/24", nil)
+	if st != 200 || m["count"] != float64(1) {
+		t.Fatalf("ips: %d %v", st, m)
+	}
+	n := m["networks"].([]any)[0].(map[string]any)
+	if n["total_assignable"] != float64(253) || n["used_count"] != float64(3) || n["free_count"] != float64(250) || n["iface"] != r.iface ||
+		cmp.Diff([]any{"10.50.0.2", "10.50.0.3", "10.50.0.4", "10.50.0.5", "10.50.0.6", "10.50.0.7", "10.50.0.8", "10.50.0.9", "10.50.0.10", "10.50.0.11"}, n["next_free"]) != "" ||
+		cmp.Diff([]any{map[string]any{"ip": "10.50.0.40", "mac": "02:00:00:00:02:40", "neigh_state": "REACHABLE"}}, n["unregistered_seen"]) != "" {
+		t.Errorf("ips network: %v", n)
+	}
+	if st, m := r.do(t, "GET", "/api?action=ip-info", nil); st != 200 || m["count"] != float64(2) {
+		t.Errorf("ip-info: %d %v", st, m)
+	}
+	if st, _ := r.do(t, "GET", "/ips?network=10.99.0.0/24", nil); st != 404 {
+		t.Errorf("ips of a network not here: %d", st)
+	}
+}
+
+// TestConcurrentAddsAndPlanDelete: the unique values are held by etcd, not
+// by a read before the write: of concurrent adds of one address exactly one
+// wins, and a plan deleted while clients are added onto it either refuses
+// (409) or leaves no client on a missing plan.
+func TestConcurrentAddsAndPlanDelete(t *testing.T) {
+	r := startRig(t)
+	const n = 8
+	codes := make(chan int, n)
+	for i := 0; i < n; i++ {
+		go func() {
+			st, _ := r.do(t, "POST", "/clients", map[string]any{"mac": fmt.Sprintf("02:00:00:00:03:%02x", i), "ip": "10.50.0.33"})
+			codes <- st
+		}()
+	}
+	got := map[int]int{}
+	for i := 0; i < n; i++ {
+		got[<-codes]++
+	}
+	if got[201] != 1 || got[409] != n-1 {
+		t.Errorf("concurrent adds of one address: %v", got)
+	}
+	for round := 0; round < 3; round++ {
+		r.do(t, "POST", "/plans", map[string]any{"name": "race", "down_mbps": 5, "up_mbps": 5})
+		done := make(chan int, 1)
+		go func() {
+			st, _ := r.do(t, "DELETE", "/plans/race", nil)
+			done <- st
+		}()
+		st, _ := r.do(t, "POST", "/clients", map[string]any{"mac": fmt.Sprintf("02:00:00:00:04:%02x", round), "ip": fmt.Sprintf("10.50.0.%d", 60+round), "plan": "race"})
+		del := <-done
+		_, pm := r.do(t, "GET", "/plans", nil)
+		exists := false
+		for _, p := range pm["plans"].([]any) {
+			if p.(map[string]any)["name"] == "race" {
+				exists = true
+			}
+		}
+		switch {
+		case st == 201 && !exists:
+			t.Fatalf("round %d: client added on plan race and the plan deleted (delete %d)", round, del)
+		case st == 201 && del != 409:
+			t.Fatalf("round %d: client added, plan delete answered %d", round, del)
+		case st != 201 && st != 404:
+			t.Fatalf("round %d: add answered %d", round, st)
+		}
+		if st == 201 {
+			r.do(t, "DELETE", fmt.Sprintf("/clients/02:00:00:00:04:%02x", round), nil)
+		}
+	}
 }

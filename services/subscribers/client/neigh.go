@@ -97,7 +97,8 @@ func (n Netlink) Neighbours(ctx context.Context) ([]Neigh, error) {
 		}
 		for _, e := range list {
 			a, ok := netip.AddrFromSlice(e.IP)
-			if !ok {
+			// Multicast and NOARP entries are the kernel's, not devices.
+			if !ok || a.IsMulticast() || e.State&netlink.NUD_NOARP != 0 {
 				continue
 			}
 			out = append(out, Neigh{IP: a.Unmap(), MAC: macText(e.HardwareAddr), State: stateName(e.State),
