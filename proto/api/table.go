@@ -30,6 +30,7 @@ var Table = []Operation{
 
 	// NAT pools, CGNAT, port forwards (cgnat).
 	CGNATUses, CGNATIfaceRemove,
+	NATListOp, NATAddOp, NATDelOp, PFList, PFAdd, PFDel, CGNATGet, CGNATSetOp, CGNATLookupOp,
 
 	// Static routes (Document 2).
 	RoutesList, RoutesCreate, RoutesDelete, InterfacesCount,
