@@ -83,7 +83,9 @@ var (
 	SubscribersConfig = configOwner("subscribers", "etc/plans.json")
 	NetcfgConfig      = configOwner("netcfg", "etc/routes.json")
 	DHCPConfig        = configOwner("dhcp", "etc/dhcp.json, etc/dhcp-reservations.json")
-	ConfigOwners      = []ConfigOwner{SubscribersConfig, NetcfgConfig, DHCPConfig}
+	RoutingConfig     = configOwner("routing", "etc/routing.json")
+	OLTRegistryConfig = configOwner("olt", "etc/olts.json")
+	ConfigOwners      = []ConfigOwner{SubscribersConfig, NetcfgConfig, DHCPConfig, RoutingConfig, OLTRegistryConfig}
 )
 
 // ConfigVersion is one saved configuration version.

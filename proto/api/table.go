@@ -12,7 +12,7 @@ var Table = []Operation{
 	ConfigStatus, ConfigVersions, ConfigSave, ConfigDiff, ConfigShow, BackupGet, Restore, DoctorGet, AlertsGet,
 	AlarmsList, AlarmsAck, HealthGet, ConfigAutoSave,
 	SubscribersConfig.Export, SubscribersConfig.Import, NetcfgConfig.Export, NetcfgConfig.Import,
-	DHCPConfig.Export, DHCPConfig.Import,
+	DHCPConfig.Export, DHCPConfig.Import, RoutingConfig.Export, RoutingConfig.Import, OLTRegistryConfig.Export, OLTRegistryConfig.Import,
 
 	// Plans (Document 2).
 	PlansList, PlansPut, PlansDelete, ClientsSummary, PlansGet,
@@ -27,6 +27,8 @@ var Table = []Operation{
 
 	// Protection, bans, suspension blocks, anti-spoofing (firewall).
 	FirewallBlock, FirewallUnblock, FirewallBlocks, FirewallAuthFailed,
+	ProtectGet, ProtectAddOp, ProtectDeleteOp, ProtectDeleteChecked, Fail2banGet, Fail2banShow, Fail2banUnbanOp,
+	FirewallGet, FirewallFullGet,
 
 	// NAT pools, CGNAT, port forwards (cgnat).
 	CGNATUses, CGNATIfaceRemove,
@@ -38,6 +40,9 @@ var Table = []Operation{
 	// VLANs, addresses, interfaces (Document 2).
 	VLANsList, VLANsCreate, VLANsDelete, VLANsDisable, VLANsEnable,
 	AddrAdd, AddrDelete, AddrOther, IfaceListOp,
+
+	// The router's own network configuration (Document 1; netcfg).
+	NetworkGet, NetworkPlanOp, NetworkApplyOp, NetworkConfirmOp, NetworkRollbackOp, NetworkAdoptOp,
 
 	// DHCP (Document 2; not on HTTP yet).
 	LeasesList, LeasesGet, PDSync, DHCPStatus,

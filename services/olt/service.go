@@ -121,6 +121,8 @@ func (s *Service) Endpoints() []bus.Endpoint {
 		bus.Bind(api.OLTUsageGet, s.Usage),
 		bus.Bind(api.OLTUnknownOp, s.Unknown),
 		bus.Bind(api.OLTsList, s.List),
+		bus.Bind(api.OLTRegistryConfig.Export, s.Export),
+		bus.Bind(api.OLTRegistryConfig.Import, s.Import),
 		noSecretsInURL(bus.Bind(api.OLTsAdd, s.Add)),
 		noSecretsInURL(bus.Bind(api.OLTsSet, s.Set)),
 		bus.Bind(api.OLTsDelete, s.Delete),

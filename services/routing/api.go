@@ -55,6 +55,8 @@ func (s *Service) Endpoints() []bus.Endpoint {
 		bus.Bind(api.OSPFIfDelOp, func(ctx context.Context, r *api.OSPFIfaceRef) (*api.BGPChange, error) {
 			return s.change(ctx, "ospf-iface-del", func(v *conf.Settings) (string, error) { return v.OSPFIfaceDel(r.Name) })
 		}),
+		bus.Bind(api.RoutingConfig.Export, s.Export),
+		bus.Bind(api.RoutingConfig.Import, s.Import),
 		bus.Bind(api.BGPConfirmOp, s.confirm),
 		bus.Bind(api.BGPUndoOp, s.undo),
 		bus.Bind(api.BGPUnknownOp, func(_ context.Context, r *api.BGPOpRef) (*api.BGPChange, error) {

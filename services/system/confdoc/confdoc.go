@@ -83,7 +83,7 @@ const Masked = "********"
 
 // secretWords name the keys whose string values are secrets: passwords,
 // keys, tokens, SNMP communities, pre-shared keys.
-var secretWords = []string{"password", "passwd", "passphrase", "secret", "token", "communit", "psk", "private", "credential"}
+var secretWords = []string{"password", "sealed", "passwd", "passphrase", "secret", "token", "communit", "psk", "private", "credential"}
 
 // IsSecret reports whether a JSON key names a secret.
 func IsSecret(key string) bool {
