@@ -8,6 +8,7 @@ require (
 	golang.org/x/sync v0.24.0
 	routerd.dev/gateway v0.0.0
 	routerd.dev/services/dhcp v0.0.0
+	routerd.dev/services/firewall v0.0.0
 	routerd.dev/services/netcfg v0.0.0
 	routerd.dev/services/routing v0.0.0
 	routerd.dev/services/olt v0.0.0
@@ -99,6 +100,7 @@ replace (
 	routerd.dev/gateway => ../gateway
 	routerd.dev/proto => ../proto
 	routerd.dev/services/dhcp => ../services/dhcp
+	routerd.dev/services/firewall => ../services/firewall
 	routerd.dev/services/netcfg => ../services/netcfg
 	routerd.dev/services/routing => ../services/routing
 	routerd.dev/services/olt => ../services/olt

@@ -77,3 +77,169 @@ var (
 		Summary: "One failed authentication at the gateway, for the ban engine. Only the gateway calls it.",
 	})
 )
+
+// Protection (Document 1, "Protection"): the allow-list of the API and OLT
+// monitor ports, the ban service, the firewall views.
+
+// ProtectEntry is one allow-list entry.
+type ProtectEntry struct {
+	Network string `json:"network" example:"192.0.2.0/24"`
+	Comment string `json:"comment"`
+	Added   string `json:"added" example:"2026-11-24 10:00:00"`
+}
+
+// ProtectList answers GET /protect.
+type ProtectList struct {
+	Port     int            `json:"port" doc:"the API port"`
+	Count    int            `json:"count"`
+	Networks []ProtectEntry `json:"networks"`
+	Status   string         `json:"status" doc:"protected, or 'open (no restrictions)' while the list is empty"`
+}
+
+// ProtectAdd adds one network to the allow-list.
+type ProtectAdd struct {
+	Network string `json:"network" api:"required" doc:"IPv4 address or address/0..32; a bare address is stored as /32"`
+	Comment string `json:"comment" api:"maxlen=200"`
+}
+
+// ProtectRef names one allow-list entry.
+type ProtectRef struct {
+	Network string `json:"network" api:"required" doc:"as added; a bare address is /32"`
+}
+
+// ProtectCheckedRef is POST /network/protect-delete: the entry and the
+// caller's address for the lock-out check.
+type ProtectCheckedRef struct {
+	Network string `json:"network" api:"required"`
+	Client  string `json:"client" api:"format=ip" doc:"the caller's address for the lock-out check; the request's own caller when empty"`
+}
+
+// ProtectAnswer answers a change of the allow-list.
+type ProtectAnswer struct {
+	Result
+	Networks []ProtectEntry `json:"networks"`
+}
+
+// Jail is one jail of the ban service.
+type Jail struct {
+	Jail            string   `json:"jail"`
+	CurrentlyBanned int      `json:"currently_banned"`
+	TotalBanned     int      `json:"total_banned"`
+	BannedIPs       []string `json:"banned_ips"`
+}
+
+// Fail2banStatus answers GET /fail2ban.
+type Fail2banStatus struct {
+	Running bool   `json:"running"`
+	Jails   []Jail `json:"jails"`
+}
+
+// Fail2banUnban lifts one ban.
+type Fail2banUnban struct {
+	Unban string `json:"unban" api:"required,format=ip,alias=ip" doc:"IPv4 or IPv6 address"`
+}
+
+// Fail2banAnswer answers an unban.
+type Fail2banAnswer struct {
+	Result
+	Detail string `json:"detail"`
+}
+
+// FirewallViewRequest filters GET /firewall.
+type FirewallViewRequest struct {
+	Network string `json:"network" doc:"IPv4 CIDR: only clients in it (rules without a known client are then left out)"`
+}
+
+// MACRuleClient is the registered client of a MAC rule.
+type MACRuleClient struct {
+	IP       string `json:"ip"`
+	Hostname string `json:"hostname"`
+	Comment  string `json:"comment"`
+}
+
+// MACRule is one firewall MAC rule: a MAC bound to its addresses on an
+// interface (the anti-spoofing bindings).
+type MACRule struct {
+	MAC    string         `json:"mac"`
+	Iface  string         `json:"iface"`
+	Client *MACRuleClient `json:"client"`
+}
+
+// FirewallView answers GET /firewall.
+type FirewallView struct {
+	Count    int       `json:"count"`
+	MACRules []MACRule `json:"mac_rules"`
+}
+
+// FirewallFull answers GET /firewall/full.
+type FirewallFull struct {
+	ForwardChain []string `json:"forward_chain" doc:"the kernel's verbose listing of the forward path, one line per string"`
+}
+
+// Protection events.
+const (
+	ProtectAdded   = "protect.added"
+	ProtectDeleted = "protect.deleted"
+	BanAdded       = "ban.added"
+	BanRemoved     = "ban.removed"
+)
+
+var (
+	// ProtectGet lists the allow-list.
+	ProtectGet = Define[None, ProtectList](Meta{
+		Service: "firewall", Name: "protect.list",
+		Summary: "The allow-list of the API and OLT monitor ports.",
+		REST:    []REST{{"GET", "/protect"}}, Action: "protect-list", Read: true,
+	})
+	// ProtectAddOp adds a network: 400 invalid, 409 already allowed.
+	ProtectAddOp = Define[ProtectAdd, ProtectAnswer](Meta{
+		Service: "firewall", Name: "protect.add",
+		Summary: "Allow a network on the API and OLT monitor ports (new connections from others are dropped once the list has an entry); 400 invalid, 409 already allowed.",
+		REST:    []REST{{"POST", "/protect"}, {"GET", "/protect/add"}, {"POST", "/network/protect-add"}}, Action: "protect-add",
+		Status: 201, Event: ProtectAdded,
+	})
+	// ProtectDeleteOp removes a network; 404 when not listed.
+	ProtectDeleteOp = Define[ProtectRef, ProtectAnswer](Meta{
+		Service: "firewall", Name: "protect.delete",
+		Summary: "Remove a network from the allow-list; 404 when not on it.",
+		REST:    []REST{{"DELETE", "/protect"}, {"GET", "/protect/delete"}}, Action: "protect-delete", Event: ProtectDeleted,
+	})
+	// ProtectDeleteChecked is POST /network/protect-delete: as DELETE
+	// /protect, refused (409) for 127.0.0.1 and when the caller is
+	// allowed only through this entry.
+	ProtectDeleteChecked = Define[ProtectCheckedRef, ProtectAnswer](Meta{
+		Service: "firewall", Name: "protect.delete-checked",
+		Summary: "As DELETE /protect with the lock-out check: 409 for 127.0.0.1 (always allowed) or when the caller (client, else the request's caller) is allowed only through this entry; 404 no such entry.",
+		REST:    []REST{{"POST", "/network/protect-delete"}}, Event: ProtectDeleted,
+	})
+	// Fail2banGet is the ban service's state.
+	Fail2banGet = Define[None, Fail2banStatus](Meta{
+		Service: "firewall", Name: "fail2ban.status",
+		Summary: "The ban service: running and its jails ({running:false, jails:[]} when off).",
+		REST:    []REST{{"GET", "/fail2ban"}}, Action: "fail2ban-status", Read: true,
+	})
+	// Fail2banShow is the action fail2ban, as fail2ban-status.
+	Fail2banShow = Define[None, Fail2banStatus](Meta{
+		Service: "firewall", Name: "fail2ban.show",
+		Summary: "As GET /fail2ban.", Action: "fail2ban", Read: true,
+	})
+	// Fail2banUnbanOp lifts a ban: 400 invalid IP, 500 with detail when
+	// it failed.
+	Fail2banUnbanOp = Define[Fail2banUnban, Fail2banAnswer](Meta{
+		Service: "firewall", Name: "fail2ban.unban",
+		Summary: "Lift the ban of an address (unban, or ip in the action form); 400 invalid IP; 500 with detail when it failed. An address not banned is a 200 saying so.",
+		REST:    []REST{{"POST", "/fail2ban"}, {"POST", "/network/f2b-unban"}}, Action: "fail2ban-unban", Event: BanRemoved,
+	})
+	// FirewallGet lists the MAC rules.
+	FirewallGet = Define[FirewallViewRequest, FirewallView](Meta{
+		Service: "firewall", Name: "firewall.rules",
+		Summary: "Firewall MAC rules (the anti-spoofing bindings), each with its registered client or null.",
+		REST:    []REST{{"GET", "/firewall"}}, Action: "firewall", Read: true,
+	})
+	// FirewallFullGet is the kernel's listing of the forward path.
+	FirewallFullGet = Define[None, FirewallFull](Meta{
+		Service: "firewall", Name: "firewall.full",
+		Summary: "The kernel's verbose listing of every forward-hook chain (nft -a), one line per string.",
+		REST:    []REST{{"GET", "/firewall/full"}}, Action: "firewall-full", Read: true,
+	})
+)
