@@ -7,12 +7,9 @@ require (
 	go.etcd.io/etcd/client/v3 v3.7.3
 	golang.org/x/sync v0.24.0
 	routerd.dev/gateway v0.0.0
-	routerd.dev/services/cgnat v0.0.0
 	routerd.dev/services/dhcp v0.0.0
-	routerd.dev/services/firewall v0.0.0
 	routerd.dev/services/netcfg v0.0.0
 	routerd.dev/services/routing v0.0.0
-	routerd.dev/services/shaper v0.0.0
 	routerd.dev/services/olt v0.0.0
 	routerd.dev/services/subscribers v0.0.0
 	routerd.dev/services/system v0.0.0
@@ -100,13 +97,10 @@ require (
 
 replace (
 	routerd.dev/gateway => ../gateway
-	routerd.dev/services/cgnat => ../services/cgnat
 	routerd.dev/proto => ../proto
 	routerd.dev/services/dhcp => ../services/dhcp
-	routerd.dev/services/firewall => ../services/firewall
 	routerd.dev/services/netcfg => ../services/netcfg
 	routerd.dev/services/routing => ../services/routing
-	routerd.dev/services/shaper => ../services/shaper
 	routerd.dev/services/olt => ../services/olt
 	routerd.dev/services/subscribers => ../services/subscribers
 	routerd.dev/services/system => ../services/system

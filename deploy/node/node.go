@@ -20,13 +20,10 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"routerd.dev/gateway"
-	"routerd.dev/services/cgnat"
 	"routerd.dev/services/dhcp"
-	"routerd.dev/services/firewall"
 	"routerd.dev/services/netcfg"
 	"routerd.dev/services/olt"
 	"routerd.dev/services/routing"
-	"routerd.dev/services/shaper"
 	"routerd.dev/services/subscribers"
 	"routerd.dev/services/system"
 	"routerd.dev/shared/bus"
@@ -84,7 +81,7 @@ func Run(ctx context.Context, cfg config.Config, opt Options) error {
 	}
 
 	var kv *clientv3.Client
-	if cfg.Runs(subscribers.Name) || cfg.Runs(cgnat.Name) || cfg.Runs(netcfg.Name) || cfg.Runs(dhcp.Name) || cfg.Runs(olt.Name) || cfg.Runs(system.Name) || cfg.Runs(routing.Name) || cfg.Runs(firewall.Name) || cfg.Runs(shaper.Name) {
+	if cfg.Runs(subscribers.Name) || cfg.Runs(netcfg.Name) || cfg.Runs(dhcp.Name) || cfg.Runs(olt.Name) || cfg.Runs(system.Name) || cfg.Runs(routing.Name) {
 		if len(cfg.EtcdEndpoints) == 0 {
 			e, err := store.StartEmbedded(ctx, store.EmbedConfig{Dir: filepath.Join(cfg.StateDir, "etcd"), ClientAddr: cfg.EtcdListen})
 			if err != nil {
@@ -118,19 +115,12 @@ func Run(ctx context.Context, cfg config.Config, opt Options) error {
 	}
 
 	if cfg.Runs(subscribers.Name) {
-		// Its own handle on the target namespace: it reads the neighbour
-		// table (online clients).
-		sns, err := netns.Open(cfg.Netns)
-		if err != nil {
-			return err
-		}
-		defer sns.Close()
-		svc := subscribers.New(subscribers.Deps{NC: nc, KV: kv, NS: sns, Log: log.With("service", subscribers.Name)})
+		svc := subscribers.New(subscribers.Deps{NC: nc, KV: kv, Log: log.With("service", subscribers.Name)})
 		run(subscribers.Name, svc.Run)
 	}
 	// The kernel services share one handle on the target namespace.
 	var target *netns.NS
-	if cfg.Runs(netcfg.Name) || cfg.Runs(dhcp.Name) || cfg.Runs(routing.Name) || cfg.Runs(firewall.Name) || cfg.Runs(shaper.Name) {
+	if cfg.Runs(netcfg.Name) || cfg.Runs(dhcp.Name) || cfg.Runs(routing.Name) {
 		if target, err = netns.Open(cfg.Netns); err != nil {
 			return err
 		}
@@ -154,25 +144,6 @@ func Run(ctx context.Context, cfg config.Config, opt Options) error {
 		}
 		run(dhcp.Name, svc.Run)
 	}
-	if cfg.Runs(firewall.Name) {
-		// Its table (blocks, allow-list, bans) is written before the API
-		// opens: the wait for the services below covers it.
-		svc, err := firewall.New(firewall.Deps{NC: nc, KV: kv, NS: target, Log: log.With("service", firewall.Name),
-			APIPort: cfg.ListenPort, Bans: firewall.BanConfig{Off: cfg.BanMaxRetry < 0, MaxRetry: cfg.BanMaxRetry,
-				FindTime: time.Duration(cfg.BanFindS) * time.Second, BanTime: time.Duration(cfg.BanS) * time.Second,
-				MaxBanTime: time.Duration(cfg.BanMaxS) * time.Second}})
-		if err != nil {
-			return err
-		}
-		run(firewall.Name, svc.Run)
-	}
-	if cfg.Runs(shaper.Name) {
-		svc, err := shaper.New(shaper.Deps{NC: nc, KV: kv, NS: target, Log: log.With("service", shaper.Name)})
-		if err != nil {
-			return err
-		}
-		run(shaper.Name, svc.Run)
-	}
 	if cfg.Runs(olt.Name) {
 		svc := olt.New(olt.Deps{NC: nc, KV: kv, StateDir: cfg.StateDir, Log: log.With("service", olt.Name),
 			PollEvery: time.Duration(cfg.OLTPollSeconds) * time.Second, BackupEvery: time.Duration(cfg.OLTBackupHours) * time.Hour,
@@ -188,16 +159,6 @@ func Run(ctx context.Context, cfg config.Config, opt Options) error {
 			return err
 		}
 		run(routing.Name, svc.Run)
-	}
-	if cfg.Runs(cgnat.Name) {
-		// NAT pools, CGNAT and port forwards; the CGNAT audit log (every
-		// slot assignment and release) is <state_dir>/log/cgnat-audit.log.
-		svc, err := cgnat.New(cgnat.Deps{NC: nc, KV: kv, NS: target, AuditLog: filepath.Join(cfg.StateDir, "log", "cgnat-audit.log"),
-			Log: log.With("service", cgnat.Name)})
-		if err != nil {
-			return err
-		}
-		run(cgnat.Name, svc.Run)
 	}
 	if cfg.Runs(system.Name) {
 		svc := system.New(system.Deps{NC: nc, KV: kv, StateDir: cfg.StateDir, Log: log.With("service", system.Name)})

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"sort"
 	"strings"
 	"sync"
@@ -34,7 +35,7 @@ const key = "bench-key"
 // benchLog formats every line as routerd's own log does (text, info level)
 // but throws it away: the cost measured is routerd's, not testing.B's
 // (whose Log records the caller of every line).
-var benchLog = slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelInfo}))
+var benchLog = slog.New(slog.NewTextHandler(benchLogOut(), &slog.HandlerOptions{Level: slog.LevelInfo}))
 
 type platform struct {
 	env      *testenv.Env
@@ -234,4 +235,13 @@ func BenchmarkPlanPair(b *testing.B) {
 			l.report(b)
 		})
 	}
+}
+
+// benchLogOut is where the services' log goes: nowhere, unless
+// ROUTERD_BENCH_LOG=1 (to see why a run failed).
+func benchLogOut() io.Writer {
+	if os.Getenv("ROUTERD_BENCH_LOG") != "" {
+		return os.Stderr
+	}
+	return io.Discard
 }

@@ -55,38 +55,9 @@ const (
 // `inet filter` included), so it never has to flush anything but its own.
 const NftablesTablePrefix = "routerd_"
 
-// FirewallTable is the firewall service's table (family inet): suspension
-// blocks, the management ports' allow-list and bans, as set elements.
-// Anti-spoofing tables of the same service are named
-// `routerd_firewall_<what>`.
-const FirewallTable = NftablesTablePrefix + "firewall"
-
-// CGNATTable is the cgnat service's table (family ip): the NAT pools'
-// source NAT, the CGNAT subscriber map, port forwards (destination NAT
-// and their forward accept). Only the cgnat service writes it.
-const CGNATTable = NftablesTablePrefix + "cgnat"
-
 // LinkAliasPrefix begins the alias (IFLA_IFALIAS, `ip link set X alias`) of
 // every link routerd creates: `routerd:<service>`, optionally followed by a
 // space and free text (e.g. "routerd:subscribers vlan 100 of ge0"). Link
 // names are too short (15 bytes) and operator-chosen to carry the mark; a
 // service removes only links whose alias names it.
 const LinkAliasPrefix = "routerd:"
-// ShaperTable is the shaper service's table (family inet): the maps from a
-// subscriber's address (IPv4, or IPv6 prefix) to its download class, read in
-// the forward path by `meta priority set ... map`. Only the shaper writes it.
-const ShaperTable = NftablesTablePrefix + "shaper"
-
-// ShaperLinkAlias is the alias of the ifb links the shaper creates to shape
-// upload (one per shaped interface): "routerd:shaper ifb of <iface>".
-const ShaperLinkAlias = LinkAliasPrefix + "shaper"
-
-// ShaperQdiscMajor is the handle major of the shaper's HTB roots (`tc qdisc
-// show` prints "htb 7264: root"): on a subscriber-facing interface (download)
-// and on its ifb (upload). A root qdisc with another handle is not the
-// shaper's and is never replaced; the shaper's redirect filter on an
-// interface's ingress qdisc has priority ShaperFilterPrio.
-const (
-	ShaperQdiscMajor = 0x7264
-	ShaperFilterPrio = 0x7264
-)

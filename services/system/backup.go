@@ -31,8 +31,10 @@ const (
 	// MaxArchive bounds the archive POST /restore reads.
 	MaxArchive = 256 << 20
 	// MaxDocuments bounds the configuration documents it brings in, all
-	// together (they are held in memory and sent on the bus).
-	MaxDocuments = 6 << 20
+	// together: they are held in memory and sent to their owners on the
+	// bus (through its object store past one message). 100,000 MAC
+	// clients with their reservations are about 40 MB of documents.
+	MaxDocuments = 128 << 20
 )
 
 // Manifest is data/manifest.json in an archive.

@@ -83,6 +83,14 @@ func Call(ctx context.Context, nc *nats.Conn, subject string, req *pb.Request) (
 	dl, _ := ctx.Deadline()
 	msg := &nats.Msg{Subject: subject, Data: data, Header: nats.Header{}}
 	msg.Header.Set(DeadlineHeader, strconv.FormatInt(dl.UnixMilli(), 10))
+	if len(data) > spillAt(nc) {
+		name, err := spill(ctx, nc, data)
+		if err != nil {
+			return nil, err
+		}
+		msg.Data = nil
+		msg.Header.Set(SpillHeader, name)
+	}
 	resp, err := nc.RequestMsgWithContext(ctx, msg)
 	switch {
 	case errors.Is(err, nats.ErrNoResponders):
@@ -93,6 +101,11 @@ func Call(ctx context.Context, nc *nats.Conn, subject string, req *pb.Request) (
 		return nil, apierr.New(apierr.KindTooLarge, "request of %d bytes too large for the bus (at most %d)", len(data), nc.MaxPayload())
 	case err != nil:
 		return nil, fmt.Errorf("bus: request %s: %w", subject, err)
+	}
+	if name := resp.Header.Get(SpillHeader); name != "" {
+		if resp.Data, err = unspill(ctx, nc, name); err != nil {
+			return nil, err
+		}
 	}
 	rep, err := DecodeReply(resp)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	pb "routerd.dev/proto/bus"
 	"routerd.dev/proto/event"
@@ -93,28 +94,45 @@ func TestSendReportsFailures(t *testing.T) {
 	}
 }
 
-// An answer over NATS's maximum payload reaches the caller as a 500 that
-// says so, not as a service that never answered.
-func TestOversizedAnswerIsA500(t *testing.T) {
+// A request and an answer larger than NATS's maximum payload travel
+// through the object store (each message on the bus stays small) and
+// arrive whole; the objects are gone afterwards.
+func TestLargeBodiesSpill(t *testing.T) {
 	nc := testenv.NATS(t)
-	const subject = "router.test.things.list"
-	big := strings.Repeat("x", int(nc.MaxPayload()))
+	const subject = "router.test.things.echo"
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go bus.Run(ctx, nc, bus.ServiceConfig{Name: "test", Version: "1.0.0", Endpoints: []bus.Endpoint{{
 		Subject: subject,
-		Handler: func(context.Context, *pb.Request) (int, any, error) { return http.StatusOK, []string{big}, nil },
+		Handler: func(_ context.Context, r *pb.Request) (int, any, error) {
+			var s string
+			if err := json.Unmarshal(r.Args, &s); err != nil {
+				return 0, nil, err
+			}
+			return http.StatusOK, []string{s, s}, nil
+		},
 	}}})
+	big := strings.Repeat("0123456789abcdef", int(nc.MaxPayload())/16+1000)
+	args, _ := json.Marshal(big)
 	var rep *pb.Reply
-	testenv.Eventually(t, 5*time.Second, func() error {
-		cctx, ccancel := context.WithTimeout(context.Background(), 5*time.Second)
+	testenv.Eventually(t, 10*time.Second, func() error {
+		cctx, ccancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer ccancel()
 		var err error
-		rep, err = bus.Call(cctx, nc, subject, &pb.Request{Method: http.MethodGet})
+		rep, err = bus.Call(cctx, nc, subject, &pb.Request{Method: http.MethodPost, Args: args})
 		return err // not declared yet
 	})
-	if rep.Status != http.StatusInternalServerError || !strings.Contains(string(rep.Body), "too large for the bus") {
-		t.Errorf("reply %d %s, want a 500 saying the answer is too large", rep.Status, rep.Body)
+	var got []string
+	if rep.Status != http.StatusOK || json.Unmarshal(rep.Body, &got) != nil || len(got) != 2 || got[0] != big || got[1] != big {
+		t.Fatalf("reply %d, %d bytes, want both %d-byte strings back", rep.Status, len(rep.Body), len(big))
+	}
+	js, _ := jetstream.New(nc)
+	obs, err := js.ObjectStore(context.Background(), bus.SpillBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l, _ := obs.List(context.Background()); len(l) != 0 {
+		t.Errorf("the spill bucket keeps %d objects", len(l))
 	}
 }
 

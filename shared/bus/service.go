@@ -70,7 +70,7 @@ func Serve(nc *nats.Conn, cfg ServiceConfig) (micro.Service, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	w := &worker{log: log, maxPayload: nc.MaxPayload(), pub: NewPublisher(nc, cfg.Name, log)}
+	w := &worker{nc: nc, log: log, maxPayload: nc.MaxPayload(), pub: NewPublisher(nc, cfg.Name, log)}
 	for _, ep := range cfg.Endpoints {
 		ep := ep
 		name := strings.ReplaceAll(strings.TrimPrefix(ep.Subject, api.SubjectPrefix+"."), ".", "_")
@@ -118,6 +118,7 @@ func Run(ctx context.Context, nc *nats.Conn, cfg ServiceConfig) error {
 }
 
 type worker struct {
+	nc         *nats.Conn
 	log        *slog.Logger
 	maxPayload int64
 	pub        *Publisher
@@ -127,10 +128,6 @@ type publisherKey struct{}
 
 func (w *worker) handle(r micro.Request, ep Endpoint) {
 	var req pb.Request
-	if err := json.Unmarshal(r.Data(), &req); err != nil {
-		w.respond(r, ep.Subject, &req, 0, nil, apierr.BadRequest("malformed request envelope"))
-		return
-	}
 	deadline := time.Now().Add(api.DefaultTimeout)
 	if ms, err := strconv.ParseInt(r.Headers().Get(DeadlineHeader), 10, 64); err == nil {
 		deadline = time.UnixMilli(ms)
@@ -141,6 +138,19 @@ func (w *worker) handle(r micro.Request, ep Endpoint) {
 	}
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
+	data := r.Data()
+	if name := r.Headers().Get(SpillHeader); name != "" {
+		var err error
+		if data, err = unspill(ctx, w.nc, name); err != nil {
+			w.respond(r, ep.Subject, &req, 0, nil, apierr.Unavailable("%v", err))
+			return
+		}
+	}
+	if err := json.Unmarshal(data, &req); err != nil {
+		w.respond(r, ep.Subject, &req, 0, nil, apierr.BadRequest("malformed request envelope"))
+		return
+	}
+
 	ctx = api.WithOrigin(ctx, api.Origin{Caller: req.Caller, By: req.By, RequestID: req.RequestID, Action: req.Action})
 	ctx = context.WithValue(ctx, publisherKey{}, w.pub)
 	status, body, err := safeCall(ctx, ep.Handler, &req)
@@ -175,11 +185,15 @@ func (w *worker) respond(r micro.Request, subject string, req *pb.Request, statu
 			rep.Body = raw
 		}
 	}
-	if err == nil && w.maxPayload > 0 && int64(len(rep.Body)) > w.maxPayload-4096 {
-		// NATS would refuse it, and the caller would wait out its
-		// deadline and report a service that did not answer.
-		err = apierr.Internal(fmt.Sprintf("%d bytes, at most %d", len(rep.Body), w.maxPayload-4096),
-			"the answer is too large for the bus; ask for less (a page, a filter)")
+	var spilled string
+	if err == nil && w.maxPayload > 0 && len(rep.Body) > spillAt(w.nc) {
+		// NATS would refuse it: it goes through the object store.
+		sctx, cancel := context.WithTimeout(context.Background(), api.DefaultTimeout)
+		spilled, err = spill(sctx, w.nc, rep.Body)
+		cancel()
+		if err != nil {
+			err = apierr.Internal(err.Error(), "the answer of %d bytes could not be sent", len(rep.Body))
+		}
 	}
 	if err != nil {
 		ae = apierr.From(err)
@@ -187,7 +201,12 @@ func (w *worker) respond(r micro.Request, subject string, req *pb.Request, statu
 		rep.Body, _ = json.Marshal(ae.Body())
 	}
 	w.logOutcome(subject, req, rep.Status, ae, err)
-	hdr := micro.Headers(EncodeReply(rep))
+	head := EncodeReply(rep)
+	if ae == nil && spilled != "" {
+		head.Set(SpillHeader, spilled)
+		rep.Body = nil
+	}
+	hdr := micro.Headers(head)
 	if ae != nil {
 		err = r.Error(strconv.Itoa(rep.Status), ae.Message, rep.Body, micro.WithHeaders(hdr))
 	} else {

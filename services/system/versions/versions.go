@@ -2,19 +2,29 @@
 // service in etcd, under /router/system/ (the system service's own prefix):
 //
 //	versions/<id, 10 digits>   the version record and its documents' digests
-//	blobs/<sha256>             one document's content, shared by every
-//	                           version holding the same content
+//	blobs/<sha256>/<n, 4 digits> one document's content, gzip-compressed and
+//	                           cut into pieces of at most blobChunk bytes,
+//	                           shared by every version holding the same
+//	                           content
 //
 // Documents are stored once per distinct content, so a thousand versions of
-// an unchanged configuration cost one copy. A version's blobs are written
-// before its record, so a record never names a missing blob.
+// an unchanged configuration cost one copy. A document of 100,000 clients
+// (tens of megabytes) is larger than one etcd request may be: compressed
+// and cut, it is a few keys of a megabyte. A version's blobs are written
+// before its record, so a record never names a missing blob; a blob's
+// first piece is written after the others and marks it whole.
+// Blobs of the first releases, one uncompressed key blobs/<sha256>, are
+// still read.
 package versions
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 	"time"
@@ -70,9 +80,7 @@ func (s *Store) Save(ctx context.Context, docs confdoc.Docs, by, comment string,
 		c := docs[p]
 		f := File{Path: p, Bytes: len(c), Digest: confdoc.FileDigest(c)}
 		files = append(files, f)
-		key := s.blobKey(f.Digest)
-		if _, err := s.st.Client().Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
-			Then(clientv3.OpPut(key, c)).Commit(); err != nil {
+		if err := s.putBlob(ctx, f.Digest, c); err != nil {
 			return nil, fmt.Errorf("versions: storing %s: %w", p, err)
 		}
 	}
@@ -168,14 +176,75 @@ func (s *Store) Documents(ctx context.Context, r *Record) (confdoc.Docs, error) 
 	return docs, nil
 }
 
+// blobChunk is the largest piece of a stored blob: well under etcd's
+// default request limit of 1.5 MiB.
+const blobChunk = 1 << 20
+
+func (s *Store) chunkKey(d string, i int) string { return s.blobKey(d) + fmt.Sprintf("/%04d", i) }
+
+// putBlob stores content under its digest d, unless it is stored already.
+func (s *Store) putBlob(ctx context.Context, d, content string) error {
+	first := s.chunkKey(d, 0)
+	if resp, err := s.st.Client().Get(ctx, first, clientv3.WithCountOnly()); err != nil {
+		return err
+	} else if resp.Count > 0 {
+		return nil
+	}
+	var buf bytes.Buffer
+	zw, _ := gzip.NewWriterLevel(&buf, gzip.BestSpeed)
+	if _, err := zw.Write([]byte(content)); err != nil {
+		return err
+	}
+	if err := zw.Close(); err != nil {
+		return err
+	}
+	z := buf.Bytes()
+	pieces := max(1, (len(z)+blobChunk-1)/blobChunk)
+	// Each piece is a request of its own (etcd bounds one request's size);
+	// piece 0 goes last and marks the blob whole. Pieces left by a save
+	// that died half-way are written again by the next one (the same
+	// content: the key is its digest).
+	for i := pieces - 1; i >= 0; i-- {
+		if _, err := s.st.Client().Put(ctx, s.chunkKey(d, i), string(z[i*blobChunk:min((i+1)*blobChunk, len(z))])); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Document returns one document's content, checked against its digest.
 func (s *Store) Document(ctx context.Context, f File) (string, error) {
-	resp, err := s.st.Client().Get(ctx, s.blobKey(f.Digest))
+	key := s.blobKey(f.Digest)
+	resp, err := s.st.Client().Get(ctx, key, clientv3.WithPrefix())
 	if err != nil {
 		return "", fmt.Errorf("versions: reading %s: %w", f.Path, err)
 	}
-	if len(resp.Kvs) == 0 || confdoc.FileDigest(string(resp.Kvs[0].Value)) != f.Digest {
-		return "", &store.BrokenError{Keys: []string{s.blobKey(f.Digest)}}
+	var content string
+	pieces := resp.Kvs
+	if len(pieces) > 0 && string(pieces[0].Key) == key {
+		content = string(pieces[0].Value) // a blob of the first releases
+		pieces = pieces[1:]
 	}
-	return string(resp.Kvs[0].Value), nil
+	if len(pieces) > 0 {
+		var z []byte
+		for i, kv := range pieces { // sorted by key: the pieces in order
+			if string(kv.Key) != s.chunkKey(f.Digest, i) {
+				return "", &store.BrokenError{Keys: []string{string(kv.Key)}}
+			}
+			z = append(z, kv.Value...)
+		}
+		zr, err := gzip.NewReader(bytes.NewReader(z))
+		if err != nil {
+			return "", &store.BrokenError{Keys: []string{key}}
+		}
+		b, err := io.ReadAll(zr)
+		if err != nil {
+			return "", &store.BrokenError{Keys: []string{key}}
+		}
+		content = string(b)
+	}
+	if len(resp.Kvs) == 0 || confdoc.FileDigest(content) != f.Digest {
+		return "", &store.BrokenError{Keys: []string{key}}
+	}
+	return content, nil
 }
