@@ -115,7 +115,14 @@ func Run(ctx context.Context, cfg config.Config, opt Options) error {
 	}
 
 	if cfg.Runs(subscribers.Name) {
-		svc := subscribers.New(subscribers.Deps{NC: nc, KV: kv, Log: log.With("service", subscribers.Name)})
+		// Its own handle on the target namespace: it reads the neighbour
+		// table (online clients).
+		sns, err := netns.Open(cfg.Netns)
+		if err != nil {
+			return err
+		}
+		defer sns.Close()
+		svc := subscribers.New(subscribers.Deps{NC: nc, KV: kv, NS: sns, Log: log.With("service", subscribers.Name)})
 		run(subscribers.Name, svc.Run)
 	}
 	// The kernel services share one handle on the target namespace.

@@ -5,8 +5,12 @@ go 1.26.0
 require (
 	github.com/google/go-cmp v0.7.0
 	github.com/nats-io/nats.go v1.55.0
+	github.com/vishvananda/netlink v1.3.1
 	go.etcd.io/etcd/client/v3 v3.7.3
+	golang.org/x/sys v0.49.0
+	routerd.dev/gateway v0.0.0
 	routerd.dev/proto v0.0.0
+	routerd.dev/services/dhcp v0.0.0
 	routerd.dev/shared v0.0.0
 )
 
@@ -47,7 +51,6 @@ require (
 	github.com/soheilhy/cmux v0.1.5 // indirect
 	github.com/spf13/pflag v1.0.10 // indirect
 	github.com/tmc/grpc-websocket-proxy v0.0.0-20220101234140-673ab2c3ae75 // indirect
-	github.com/vishvananda/netlink v1.3.1 // indirect
 	github.com/vishvananda/netns v0.0.5 // indirect
 	github.com/xiang90/probing v0.0.0-20221125231312-a49e3df8f510 // indirect
 	go.etcd.io/bbolt v1.5.0 // indirect
@@ -71,7 +74,6 @@ require (
 	golang.org/x/crypto v0.58.0 // indirect
 	golang.org/x/net v0.61.0 // indirect
 	golang.org/x/sync v0.24.0 // indirect
-	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/text v0.43.0 // indirect
 	golang.org/x/time v0.16.0 // indirect
 	google.golang.org/genproto/googleapis/api v0.0.0-20260803160001-6ac0973c030d // indirect
@@ -84,6 +86,8 @@ require (
 )
 
 replace (
+	routerd.dev/gateway => ../../gateway
 	routerd.dev/proto => ../../proto
+	routerd.dev/services/dhcp => ../dhcp
 	routerd.dev/shared => ../../shared
 )

@@ -1,10 +1,12 @@
 // Package subscribers is the service that owns MAC clients, plans and
-// fibre services. Today it serves the plans; each bus endpoint is one
-// binding of an operation of proto/api onto a method of the plan book.
+// fibre services. Each bus endpoint is one binding of an operation of
+// proto/api onto a method of the plan book (package plan) or the client
+// book (package client).
 package subscribers
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"time"
 
@@ -12,13 +14,18 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"routerd.dev/proto/api"
+	"routerd.dev/services/subscribers/client"
 	"routerd.dev/services/subscribers/plan"
 	"routerd.dev/shared/bus"
+	"routerd.dev/shared/netns"
 	"routerd.dev/shared/store"
 )
 
 // Name is the service's name on the bus and its etcd prefix.
 const Name = "subscribers"
+
+// ExpiryEvery is how often every client's end date is reconciled.
+const ExpiryEvery = 5 * time.Minute
 
 // Deps are what the service is built on.
 type Deps struct {
@@ -26,12 +33,22 @@ type Deps struct {
 	KV  *clientv3.Client
 	Log *slog.Logger
 	Now func() time.Time
+	// NS is the router's namespace, whose neighbour table says which
+	// clients are online; nil: every client counts offline.
+	NS *netns.NS
+	// ExpiryEvery overrides ExpiryEvery (tests).
+	ExpiryEvery time.Duration
+	// NoReconcile skips the reconcile of the clients' effects at start
+	// (benchmarks measuring it themselves).
+	NoReconcile bool
 }
 
 // Service is the subscribers service.
 type Service struct {
-	deps  Deps
-	plans *plan.Book
+	deps    Deps
+	plans   *plan.Book
+	clients *client.Book
+	onBus   *client.OnBus
 }
 
 // New builds the service.
@@ -39,7 +56,17 @@ func New(d Deps) *Service {
 	if d.Log == nil {
 		d.Log = slog.Default()
 	}
-	s := &Service{deps: d, plans: plan.NewBook(store.New(d.KV, Name), d.Now)}
+	if d.ExpiryEvery == 0 {
+		d.ExpiryEvery = ExpiryEvery
+	}
+	st := store.New(d.KV, Name)
+	s := &Service{deps: d, plans: plan.NewBook(st, d.Now), onBus: &client.OnBus{NC: d.NC}}
+	cd := client.Deps{St: st, Plans: s.plans, Nets: s.onBus, Fx: s.onBus, Leases: s.onBus, Now: d.Now, Log: d.Log,
+		Pub: bus.NewPublisher(d.NC, Name, d.Log)}
+	if d.NS != nil {
+		cd.Neigh = client.Netlink{NS: d.NS}
+	}
+	s.clients = client.New(cd)
 	// A changed plan starts the OLTs' plan synchronisation (the olt
 	// service; none running or none registered is null in the answer).
 	s.plans.OLTSync = func(ctx context.Context) (int, error) {
@@ -51,11 +78,23 @@ func New(d Deps) *Service {
 		}
 		return a.OLTs, nil
 	}
+	// New rates of a plan reshape all its clients at once (the shaper).
+	s.plans.Reshape = func(ctx context.Context, p plan.Plan) error {
+		_, err := s.onBus.ReshapePlan(ctx, &api.PlanRates{Plan: p.Name, DownMbps: p.DownMbps, UpMbps: p.UpMbps})
+		return err
+	}
 	return s
 }
 
-// Run serves until ctx ends.
+// Clients is the client book (benchmarks and tests).
+func (s *Service) Clients() *client.Book { return s.clients }
+
+// Run serves until ctx ends. Beside the bus endpoints it reconciles the
+// clients' effects with their owners at start (each owner until it has
+// answered once) and every client's end date at start and every
+// ExpiryEvery.
 func (s *Service) Run(ctx context.Context) error {
+	go s.background(ctx)
 	return bus.Run(ctx, s.deps.NC, bus.ServiceConfig{
 		Name: Name, Version: "1.0.0", Description: "MAC clients, plans and fibre services",
 		Log:       s.deps.Log,
@@ -63,14 +102,84 @@ func (s *Service) Run(ctx context.Context) error {
 	})
 }
 
+func (s *Service) background(ctx context.Context) {
+	log := s.deps.Log
+	// One replica at a time does the periodic work.
+	exclusive := func(name string, fn func()) {
+		l, err := store.TryLock(ctx, s.deps.KV, "subscribers/"+name)
+		if err != nil {
+			if !errors.Is(err, store.ErrHeld) && ctx.Err() == nil {
+				log.Warn("lock not taken", "lock", name, "err", err)
+			}
+			return
+		}
+		defer l.Unlock(context.WithoutCancel(ctx))
+		fn()
+	}
+	expiry := func() {
+		exclusive("expiry", func() {
+			if _, err := s.clients.ReconcileExpiries(ctx); err != nil && ctx.Err() == nil {
+				log.Warn("end dates not reconciled", "err", err)
+			}
+		})
+	}
+	expiry()
+	pending := append([]string(nil), client.Owners...)
+	if s.deps.NoReconcile {
+		pending = nil
+	}
+	retry := time.Second
+	tick := time.NewTicker(s.deps.ExpiryEvery)
+	defer tick.Stop()
+	for {
+		var again <-chan time.Time
+		if len(pending) > 0 {
+			exclusive("reconcile", func() {
+				res, err := s.clients.Reconcile(ctx, pending...)
+				if err != nil {
+					log.Warn("clients' effects not reconciled", "err", err)
+					return
+				}
+				var left []string
+				for _, o := range pending {
+					if why, ok := res.Skipped[o]; ok {
+						left = append(left, o)
+						log.Debug("clients' effects: owner not reconciled yet", "owner", o, "why", why)
+					}
+				}
+				log.Info("clients' effects reconciled", "clients", res.Clients, "reserved", res.Reserved, "unreserved", res.Unreserved,
+					"shaped", res.Shaped, "unshaped", res.Unshaped, "blocked", res.Blocked, "unblocked", res.Unblocked,
+					"failed", res.Failed, "waiting_for", left)
+				if len(left) == 0 {
+					// End dates the effects' owners could not take yet.
+					defer expiry()
+				}
+				pending = left
+			})
+			if len(pending) > 0 {
+				again = time.After(retry)
+				retry = min(retry*2, time.Minute)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			expiry()
+		case <-again:
+		}
+	}
+}
+
 // Endpoints are the service's operations; Run serves them on the bus, and
 // benchmarks call them directly to measure the bus hop.
 func (s *Service) Endpoints() []bus.Endpoint {
+	c := s.clients
 	return []bus.Endpoint{
 		bus.Bind(api.PlansList, s.plans.List),
 		bus.Bind(api.PlansPut, s.plans.Put),
 		bus.Bind(api.PlansDelete, s.plans.Delete),
-		bus.Bind(api.ClientsSummary, s.plans.Summary),
+		bus.Bind(api.ClientsSummary, c.Summary),
 		bus.Bind(api.SubscribersConfig.Export, s.plans.Export),
 		bus.Bind(api.SubscribersConfig.Import, s.plans.Import),
 		bus.Bind(api.PlansGet, func(ctx context.Context, r *api.PlanRef) (*api.Plan, error) {
@@ -80,5 +189,19 @@ func (s *Service) Endpoints() []bus.Endpoint {
 			}
 			return &p, nil
 		}),
+		bus.Bind(api.ClientsPage, c.Page),
+		bus.Bind(api.ClientsList, c.List),
+		bus.Bind(api.ClientsSearch, c.List),
+		bus.Bind(api.ClientsGet, c.Get),
+		bus.Bind(api.ClientsAdd, c.Add),
+		bus.Bind(api.ClientsDelete, c.Delete),
+		bus.Bind(api.ClientsSetPlan, c.SetPlan),
+		bus.Bind(api.ClientsSuspend, c.Suspend),
+		bus.Bind(api.ClientsResume, c.Resume),
+		bus.Bind(api.ClientsExpires, c.SetExpires),
+		bus.Bind(api.ClientsActive, c.Active),
+		bus.Bind(api.ClientsConnected, c.Active),
+		bus.Bind(api.Clients6, c.Clients6),
+		bus.Bind(api.IPsGet, c.IPs),
 	}
 }

@@ -94,8 +94,8 @@ func TestPlans(t *testing.T) {
 	}
 
 	// A client on the plan blocks its deletion (the clients area writes
-	// these documents; the check reads them).
-	if _, err := env.KV.Put(context.Background(), "/router/subscribers/clients/AA:BB:CC:DD:EE:01", `{"mac":"AA:BB:CC:DD:EE:01","plan":"gold"}`); err != nil {
+	// the plan's index key with the client; the check reads those keys).
+	if _, err := env.KV.Put(context.Background(), "/router/subscribers/index/plan/gold/AA:BB:CC:DD:EE:01", ""); err != nil {
 		t.Fatal(err)
 	}
 	status, m = call(t, env, api.PlansDelete.Subject(), "DELETE", map[string]string{"name": "gold"}, "{}")

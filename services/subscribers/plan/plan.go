@@ -9,7 +9,10 @@ import (
 	"fmt"
 	"net/http"
 	"sort"
+	"strings"
 	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"routerd.dev/proto/api"
 	"routerd.dev/shared/apierr"
@@ -22,14 +25,13 @@ type Plan = api.Plan
 // TimeLayout is how timestamps are written in answers.
 const TimeLayout = "2006-01-02 15:04:05"
 
-const clientsPrefix = "clients"
+// UserKey is the index key saying that the client mac uses plan p (written
+// by the clients area in the client's own transaction): a plan's users are
+// counted and listed from these keys, and DELETE /plans commits only while
+// none is under the plan's prefix.
+func UserKey(st *store.Store, p, mac string) string { return st.Key("index", "plan", p, mac) }
 
-// client is the part of a stored MAC client this package reads: the plan
-// it uses. The clients area owns the document; plans only count users.
-type client struct {
-	MAC  string  `json:"mac"`
-	Plan *string `json:"plan"`
-}
+func usersPrefix(st *store.Store, p string) string { return st.Key("index", "plan", p) + "/" }
 
 // Book is the plan store of the subscribers service.
 type Book struct {
@@ -38,6 +40,10 @@ type Book struct {
 	// OLTSync, when set, starts bringing the registered OLTs in step
 	// with the plans in the background and says how many there are.
 	OLTSync func(ctx context.Context) (int, error)
+	// Reshape, when set, gives every shaped subscriber of a plan its new
+	// rates (the shaper's plans.rates); a replace whose reshape fails is
+	// undone.
+	Reshape func(ctx context.Context, p Plan) error
 }
 
 // NewBook returns a plan book on st (the subscribers service's store).
@@ -56,13 +62,13 @@ func (b *Book) List(ctx context.Context, _ *api.None) (*api.PlanList, error) {
 	if err != nil {
 		return nil, err
 	}
-	users, err := b.users(ctx)
-	if err != nil {
-		return nil, err
-	}
 	out := make([]api.PlanListed, 0, len(items))
 	for _, it := range items {
-		out = append(out, api.PlanListed{Plan: it.Value, Clients: len(users[it.Value.Name])})
+		n, err := b.st.Count(ctx, usersPrefix(b.st, it.Value.Name))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, api.PlanListed{Plan: it.Value, Clients: int(n)})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return &api.PlanList{Count: len(out), Plans: out}, nil
@@ -82,9 +88,14 @@ func (b *Book) Get(ctx context.Context, name string) (Plan, error) {
 // it retry on the fresh document rather than overwrite blindly. The field
 // rules are api.PlanPut's, checked before Put is called.
 func (b *Book) Put(ctx context.Context, in *api.PlanPut) (*api.PlanPutAnswer, error) {
-	p, created, err := b.put(ctx, in)
+	p, old, rev, created, err := b.put(ctx, in)
 	if err != nil {
 		return nil, err
+	}
+	if !created && b.Reshape != nil && (p.DownMbps != old.DownMbps || p.UpMbps != old.UpMbps) {
+		if err := b.reshape(ctx, p, old, rev); err != nil {
+			return nil, err
+		}
 	}
 	a := &api.PlanPutAnswer{Plan: p, OLT: b.oltSync(ctx)}
 	a.Code, a.Message = http.StatusCreated, "Plan created"
@@ -94,26 +105,50 @@ func (b *Book) Put(ctx context.Context, in *api.PlanPut) (*api.PlanPutAnswer, er
 	return a, nil
 }
 
-func (b *Book) put(ctx context.Context, in *api.PlanPut) (p Plan, created bool, err error) {
+func (b *Book) put(ctx context.Context, in *api.PlanPut) (p, old Plan, newRev int64, created bool, err error) {
 	for attempt := 0; attempt < 5; attempt++ {
-		old, rev, gerr := store.Get[Plan](ctx, b.st, b.key(in.Name))
+		var rev int64
+		var gerr error
+		old, rev, gerr = store.Get[Plan](ctx, b.st, b.key(in.Name))
 		switch {
 		case errors.Is(gerr, store.ErrNotFound):
 			rev = 0
 			p = Plan{Name: in.Name, Created: b.now().Format(TimeLayout)}
 		case gerr != nil:
-			return p, false, gerr
+			return p, old, 0, false, gerr
 		default:
 			p = old
 		}
 		p.DownMbps, p.UpMbps, p.Comment = in.DownMbps, in.UpMbps, in.Comment
-		_, err = b.st.Txn().IfRevision(b.key(in.Name), rev).Put(b.key(in.Name), p).Commit(ctx)
+		newRev, err = b.st.Txn().IfRevision(b.key(in.Name), rev).Put(b.key(in.Name), p).Commit(ctx)
 		if errors.Is(err, store.ErrConflict) {
 			continue
 		}
-		return p, rev == 0, err
+		return p, old, newRev, rev == 0, err
 	}
-	return p, false, apierr.Conflict("plan %s is being changed by another request; try again", in.Name)
+	return p, old, 0, false, apierr.Conflict("plan %s is being changed by another request; try again", in.Name)
+}
+
+// reshape asks the shaper to give the plan's users the new rates; when it
+// cannot, the plan's old rates are put back (unless the plan changed again
+// meanwhile) and the error answered.
+func (b *Book) reshape(ctx context.Context, p, old Plan, rev int64) error {
+	n, err := b.st.Count(ctx, usersPrefix(b.st, p.Name))
+	if err != nil || n == 0 {
+		return err
+	}
+	rerr := b.Reshape(ctx, p)
+	if rerr == nil {
+		return nil
+	}
+	if _, err := b.st.Txn().IfRevision(b.key(p.Name), rev).Put(b.key(p.Name), old).Commit(ctx); err != nil {
+		return apierr.Internal(rerr.Error(), "plan %s: its clients could not be reshaped, and the old rates could not be put back: %v", p.Name, err)
+	}
+	var ae *apierr.Error
+	if errors.As(rerr, &ae) && ae.Kind == apierr.KindUnavailable {
+		return apierr.New(apierr.KindUnavailable, "plan %s: the shaper does not answer; rolled back", p.Name)
+	}
+	return apierr.Internal(rerr.Error(), "plan %s: its %d clients could not be reshaped; rolled back", p.Name, n)
 }
 
 // Delete removes the plan unless a client uses it (409 listing the MACs).
@@ -147,44 +182,59 @@ func (b *Book) delete(ctx context.Context, name string) (Plan, error) {
 	if err != nil {
 		return p, err
 	}
-	users, err := b.users(ctx)
+	if err := b.inUse(ctx, name); err != nil {
+		return p, err
+	}
+	// The same transaction checks that no client took the plan meanwhile:
+	// a client's add commits its index key only while the plan is there.
+	pfx := usersPrefix(b.st, name)
+	resp, err := b.st.Client().Txn(ctx).If(
+		clientv3.Compare(clientv3.ModRevision(b.key(name)), "=", rev),
+		clientv3.Compare(clientv3.CreateRevision(pfx), "=", 0).WithPrefix(),
+	).Then(clientv3.OpDelete(b.key(name))).Commit()
 	if err != nil {
-		return p, err
+		return p, fmt.Errorf("plans: delete %s: %w", name, err)
 	}
-	if macs := users[name]; len(macs) > 0 {
-		sort.Strings(macs)
-		return p, apierr.Conflict("plan %s is used by %d clients; move them to another plan first", name, len(macs)).With("clients", macs)
-	}
-	if _, err := b.st.Txn().IfRevision(b.key(name), rev).Delete(b.key(name)).Commit(ctx); err != nil {
-		if errors.Is(err, store.ErrConflict) {
-			return p, apierr.Conflict("plan %s changed while being deleted; try again", name)
+	if !resp.Succeeded {
+		if err := b.inUse(ctx, name); err != nil {
+			return p, err
 		}
-		return p, err
+		return p, apierr.Conflict("plan %s changed while being deleted; try again", name)
 	}
 	return p, nil
 }
 
+// inUse is the 409 listing the MACs of the plan's clients, nil when none.
+func (b *Book) inUse(ctx context.Context, name string) error {
+	pfx := usersPrefix(b.st, name)
+	resp, err := b.st.Client().Get(ctx, pfx, clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	if err != nil {
+		return fmt.Errorf("plans: reading the users of %s: %w", name, err)
+	}
+	if len(resp.Kvs) == 0 {
+		return nil
+	}
+	macs := make([]string, 0, len(resp.Kvs))
+	for _, kv := range resp.Kvs {
+		macs = append(macs, strings.TrimPrefix(string(kv.Key), pfx))
+	}
+	sort.Strings(macs)
+	return apierr.Conflict("plan %s is used by %d clients; move them to another plan first", name, len(macs)).With("clients", macs)
+}
+
 // users maps plan name to the MACs of the clients on it.
 func (b *Book) users(ctx context.Context) (map[string][]string, error) {
-	items, err := store.List[client](ctx, b.st, b.st.Key(clientsPrefix)+"/")
+	pfx := b.st.Key("index", "plan") + "/"
+	resp, err := b.st.Client().Get(ctx, pfx, clientv3.WithPrefix(), clientv3.WithKeysOnly())
 	if err != nil {
-		return nil, fmt.Errorf("plans: reading clients: %w", err)
+		return nil, fmt.Errorf("plans: reading the plans' users: %w", err)
 	}
 	m := map[string][]string{}
-	for _, it := range items {
-		if it.Value.Plan != nil && *it.Value.Plan != "" {
-			m[*it.Value.Plan] = append(m[*it.Value.Plan], it.Value.MAC)
+	for _, kv := range resp.Kvs {
+		name, mac, ok := strings.Cut(strings.TrimPrefix(string(kv.Key), pfx), "/")
+		if ok {
+			m[name] = append(m[name], mac)
 		}
 	}
 	return m, nil
-}
-
-// Summary is the client counts GET /status shows. Clients are not built
-// yet: the total counts their stored records, none is online.
-func (b *Book) Summary(ctx context.Context, _ *api.None) (*api.ClientCounts, error) {
-	n, err := b.st.Count(ctx, b.st.Key(clientsPrefix)+"/")
-	if err != nil {
-		return nil, err
-	}
-	return &api.ClientCounts{Total: n, PerNetwork: map[string]int64{}}, nil
 }

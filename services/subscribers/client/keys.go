@@ -1,0 +1,78 @@
+// Package client keeps the MAC clients of the subscribers service: one etcd
+// key per client plus index keys (IPv4, IPv6, hostname, plan, network), so
+// that adding, changing or deleting one client is one transaction whatever
+// the number of clients, and a duplicate address or hostname is refused by
+// etcd itself (the index key must be absent) rather than by a read of every
+// client. Each client's effects (its DHCP reservation, its shaping, its
+// suspension block) are asked of the services that own that kernel state,
+// after the record is stored; a change whose effects fail half way is undone
+// whole, the stored record included.
+//
+// Keys, under /router/subscribers/:
+//
+//	clients/<MAC>                   the client (api.Client)
+//	index/ip/<IPv4>                 its MAC
+//	index/ipv6/<IPv6>               its MAC
+//	index/host/<hostname, lower>    its MAC
+//	index/plan/<plan>/<MAC>         "" (the plan's users: counted, listed, and checked empty by DELETE /plans in its own transaction)
+//	index/net/<network with _>/<MAC> "" (per_network counts of GET /status)
+package client
+
+import (
+	"fmt"
+	"net/netip"
+	"strings"
+
+	"routerd.dev/services/subscribers/plan"
+	"routerd.dev/shared/store"
+)
+
+type keys struct{ st *store.Store }
+
+func (k keys) client(mac string) string  { return k.st.Key("clients", mac) }
+func (k keys) clients() string           { return k.st.Key("clients") + "/" }
+func (k keys) ip(ip string) string       { return k.st.Key("index", "ip", ip) }
+func (k keys) ips() string               { return k.st.Key("index", "ip") + "/" }
+func (k keys) ipv6(ip string) string     { return k.st.Key("index", "ipv6", ip) }
+func (k keys) host(h string) string      { return k.st.Key("index", "host", strings.ToLower(h)) }
+func (k keys) plan(p, mac string) string { return plan.UserKey(k.st, p, mac) }
+func (k keys) net(n, mac string) string  { return k.nets(n) + mac }
+func (k keys) nets(n string) string {
+	return k.st.Key("index", "net", strings.ReplaceAll(n, "/", "_")) + "/"
+}
+func (k keys) planOf(p string) string        { return k.st.Key("plans", p) }
+func (k keys) macOf(clientKey string) string { return strings.TrimPrefix(clientKey, k.clients()) }
+
+// NormalizeMAC accepts aa:bb:cc:dd:ee:ff, aa-bb-cc-dd-ee-ff, aabbccddeeff
+// and aabb.ccdd.eeff in any case and returns AA:BB:CC:DD:EE:FF.
+func NormalizeMAC(s string) (string, error) {
+	h := strings.NewReplacer(":", "", "-", "", ".", "").Replace(strings.TrimSpace(s))
+	if len(h) != 12 {
+		return "", fmt.Errorf("invalid MAC %q", s)
+	}
+	var b strings.Builder
+	for i := 0; i < 12; i++ {
+		c := h[i]
+		switch {
+		case c >= '0' && c <= '9', c >= 'A' && c <= 'F':
+		case c >= 'a' && c <= 'f':
+			c -= 'a' - 'A'
+		default:
+			return "", fmt.Errorf("invalid MAC %q", s)
+		}
+		if i > 0 && i%2 == 0 {
+			b.WriteByte(':')
+		}
+		b.WriteByte(c)
+	}
+	return b.String(), nil
+}
+
+// canon6 is the canonical text of an IPv6 address (the index key).
+func canon6(s string) (string, bool) {
+	a, err := netip.ParseAddr(s)
+	if err != nil || !a.Is6() || a.Is4In6() {
+		return "", false
+	}
+	return a.String(), true
+}

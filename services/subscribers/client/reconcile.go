@@ -1,0 +1,229 @@
+package client
+
+import (
+	"context"
+	"fmt"
+
+	"routerd.dev/proto/api"
+)
+
+// ReconcileResult says what a reconcile of the clients' effects did, per
+// owner; Skipped names owners that could not be read (not running).
+type ReconcileResult struct {
+	Clients              int
+	Reserved, Unreserved int
+	Shaped, Unshaped     int
+	Blocked, Unblocked   int
+	Failed               int
+	Skipped              map[string]string
+}
+
+// Owners are the effect owners a reconcile covers.
+var Owners = []string{"dhcp", "shaper", "firewall"}
+
+// Reconcile brings the owners' state in line with the stored clients,
+// both ways: a stored client whose reservation, shaping or block is
+// missing or different gets it, and a reservation, shaping or block held
+// for a MAC that is no stored client (or no longer needs it) is removed.
+// Each owner is paged through once; an owner that does not answer is
+// skipped (Skipped) and left for the next reconcile. only, when not
+// empty, limits it to those owners.
+func (b *Book) Reconcile(ctx context.Context, only ...string) (ReconcileResult, error) {
+	res := ReconcileResult{Skipped: map[string]string{}}
+	want := map[string]bool{}
+	for _, o := range Owners {
+		want[o] = len(only) == 0
+	}
+	for _, o := range only {
+		want[o] = true
+	}
+	// What the owners hold, by MAC.
+	resv := map[string]api.ClientReservation{}
+	shapes := map[string]api.Shape{}
+	blocks := map[string]api.Block{}
+	if want["dhcp"] {
+		if err := pageAll(ctx, func(after string) (string, error) {
+			p, err := b.d.Fx.Reservations(ctx, after)
+			if err != nil {
+				return "", err
+			}
+			for _, r := range p.Clients {
+				resv[r.MAC] = r
+			}
+			return p.Next, nil
+		}); err != nil {
+			res.Skipped["dhcp"] = err.Error()
+			want["dhcp"] = false
+		}
+	}
+	if want["shaper"] {
+		if err := pageAll(ctx, func(after string) (string, error) {
+			p, err := b.d.Fx.Shapes(ctx, after)
+			if err != nil {
+				return "", err
+			}
+			for _, s := range p.Shapes {
+				if m, err := NormalizeMAC(s.ID); err == nil && m == s.ID {
+					shapes[s.ID] = s
+				}
+			}
+			return p.Next, nil
+		}); err != nil {
+			res.Skipped["shaper"] = err.Error()
+			want["shaper"] = false
+		}
+	}
+	if want["firewall"] {
+		if err := pageAll(ctx, func(after string) (string, error) {
+			p, err := b.d.Fx.Blocks(ctx, after)
+			if err != nil {
+				return "", err
+			}
+			for _, x := range p.Blocks {
+				if m, err := NormalizeMAC(x.ID); err == nil && m == x.ID {
+					blocks[x.ID] = x
+				}
+			}
+			return p.Next, nil
+		}); err != nil {
+			res.Skipped["firewall"] = err.Error()
+			want["firewall"] = false
+		}
+	}
+	rates := map[string][2]int64{}
+	fail := func(what, mac string, err error) {
+		res.Failed++
+		b.d.Log.Warn("client effect not reconciled", "owner", what, "mac", mac, "err", err)
+	}
+	err := b.each(ctx, func(c *api.Client) error {
+		res.Clients++
+		unlock := b.lock(c.MAC)
+		defer unlock()
+		if want["dhcp"] {
+			r, had := resv[c.MAC]
+			delete(resv, c.MAC)
+			w := reservation(c)
+			if !had || r.IP != w.IP || r.IPv6 != w.IPv6 || r.Hostname != w.Hostname {
+				w.Prefix6 = r.Prefix6 // a pinned prefix is dhcp's to keep
+				if err := b.d.Fx.Reserve(ctx, w); err != nil {
+					fail("dhcp", c.MAC, err)
+				} else {
+					res.Reserved++
+				}
+			}
+		}
+		if want["shaper"] {
+			s, had := shapes[c.MAC]
+			delete(shapes, c.MAC)
+			switch {
+			case c.Plan == nil && had:
+				if err := b.d.Fx.Unshape(ctx, c.MAC); err != nil {
+					fail("shaper", c.MAC, err)
+				} else {
+					res.Unshaped++
+				}
+			case c.Plan != nil:
+				r, ok := rates[*c.Plan]
+				if !ok {
+					p, err := b.d.Plans.Get(ctx, *c.Plan)
+					if err != nil {
+						fail("shaper", c.MAC, err)
+						break
+					}
+					r = [2]int64{p.DownMbps, p.UpMbps}
+					rates[*c.Plan] = r
+				}
+				w := shapeAt(c, r[0], r[1])
+				if !had || s != *w {
+					if err := b.d.Fx.Shape(ctx, w); err != nil {
+						fail("shaper", c.MAC, err)
+					} else {
+						res.Shaped++
+					}
+				}
+			}
+		}
+		if want["firewall"] {
+			x, had := blocks[c.MAC]
+			delete(blocks, c.MAC)
+			w := block(c)
+			switch {
+			case w == nil && had:
+				if err := b.d.Fx.Unblock(ctx, c.MAC); err != nil {
+					fail("firewall", c.MAC, err)
+				} else {
+					res.Unblocked++
+				}
+			case w != nil && (!had || x != *w):
+				if err := b.d.Fx.Block(ctx, w); err != nil {
+					fail("firewall", c.MAC, err)
+				} else {
+					res.Blocked++
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return res, err
+	}
+	// What is left belongs to no stored client. A client added meanwhile
+	// holds its lock until its effects are applied and is read here again.
+	for mac := range resv {
+		if b.stored(ctx, mac) {
+			continue
+		}
+		if err := b.d.Fx.Unreserve(ctx, mac); err != nil {
+			fail("dhcp", mac, err)
+		} else {
+			res.Unreserved++
+		}
+	}
+	for mac := range shapes {
+		if b.stored(ctx, mac) {
+			continue
+		}
+		if err := b.d.Fx.Unshape(ctx, mac); err != nil {
+			fail("shaper", mac, err)
+		} else {
+			res.Unshaped++
+		}
+	}
+	for mac := range blocks {
+		if b.stored(ctx, mac) {
+			continue
+		}
+		if err := b.d.Fx.Unblock(ctx, mac); err != nil {
+			fail("firewall", mac, err)
+		} else {
+			res.Unblocked++
+		}
+	}
+	return res, nil
+}
+
+// stored reports whether a client of that MAC is stored, holding its lock
+// so that an add in flight finishes first.
+func (b *Book) stored(ctx context.Context, mac string) bool {
+	unlock := b.lock(mac)
+	defer unlock()
+	resp, err := b.d.St.Client().Get(ctx, b.k.client(mac))
+	return err != nil || len(resp.Kvs) > 0 // unsure: keep
+}
+
+func pageAll(ctx context.Context, page func(after string) (string, error)) error {
+	after := ""
+	for i := 0; ; i++ {
+		next, err := page(after)
+		if err != nil {
+			return err
+		}
+		if next == "" {
+			return nil
+		}
+		if next == after || i > 1_000_000 {
+			return fmt.Errorf("paging does not advance at %q", next)
+		}
+		after = next
+	}
+}
