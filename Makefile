@@ -90,5 +90,8 @@ bench-dhcp:
 openapi:
 	go run ./gateway/cmd/openapi -o docs/openapi.yaml
 
+bench-cgnat:
+	cd services/cgnat && go test -run XXX -bench CGNATMap -benchtime 1x . && ROUTERD_BENCH_CGNAT=100000 go test -count=1 -run 'TestBenchCGNAT' -v .
+
 clean:
 	rm -rf bin

@@ -7,6 +7,7 @@ require (
 	go.etcd.io/etcd/client/v3 v3.7.3
 	golang.org/x/sync v0.24.0
 	routerd.dev/gateway v0.0.0
+	routerd.dev/services/cgnat v0.0.0
 	routerd.dev/services/dhcp v0.0.0
 	routerd.dev/services/netcfg v0.0.0
 	routerd.dev/services/routing v0.0.0
@@ -97,6 +98,7 @@ require (
 
 replace (
 	routerd.dev/gateway => ../gateway
+	routerd.dev/services/cgnat => ../services/cgnat
 	routerd.dev/proto => ../proto
 	routerd.dev/services/dhcp => ../services/dhcp
 	routerd.dev/services/netcfg => ../services/netcfg

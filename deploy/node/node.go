@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"routerd.dev/gateway"
+	"routerd.dev/services/cgnat"
 	"routerd.dev/services/dhcp"
 	"routerd.dev/services/netcfg"
 	"routerd.dev/services/olt"
@@ -81,7 +82,7 @@ func Run(ctx context.Context, cfg config.Config, opt Options) error {
 	}
 
 	var kv *clientv3.Client
-	if cfg.Runs(subscribers.Name) || cfg.Runs(netcfg.Name) || cfg.Runs(dhcp.Name) || cfg.Runs(olt.Name) || cfg.Runs(system.Name) || cfg.Runs(routing.Name) {
+	if cfg.Runs(subscribers.Name) || cfg.Runs(cgnat.Name) || cfg.Runs(netcfg.Name) || cfg.Runs(dhcp.Name) || cfg.Runs(olt.Name) || cfg.Runs(system.Name) || cfg.Runs(routing.Name) {
 		if len(cfg.EtcdEndpoints) == 0 {
 			e, err := store.StartEmbedded(ctx, store.EmbedConfig{Dir: filepath.Join(cfg.StateDir, "etcd"), ClientAddr: cfg.EtcdListen})
 			if err != nil {
@@ -166,6 +167,16 @@ func Run(ctx context.Context, cfg config.Config, opt Options) error {
 			return err
 		}
 		run(routing.Name, svc.Run)
+	}
+	if cfg.Runs(cgnat.Name) {
+		// NAT pools, CGNAT and port forwards; the CGNAT audit log (every
+		// slot assignment and release) is <state_dir>/log/cgnat-audit.log.
+		svc, err := cgnat.New(cgnat.Deps{NC: nc, KV: kv, NS: target, AuditLog: filepath.Join(cfg.StateDir, "log", "cgnat-audit.log"),
+			Log: log.With("service", cgnat.Name)})
+		if err != nil {
+			return err
+		}
+		run(cgnat.Name, svc.Run)
 	}
 	if cfg.Runs(system.Name) {
 		svc := system.New(system.Deps{NC: nc, KV: kv, StateDir: cfg.StateDir, Log: log.With("service", system.Name)})

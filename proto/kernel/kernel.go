@@ -55,6 +55,11 @@ const (
 // `inet filter` included), so it never has to flush anything but its own.
 const NftablesTablePrefix = "routerd_"
 
+// CGNATTable is the cgnat service's table (family ip): the NAT pools'
+// source NAT, the CGNAT subscriber map, port forwards (destination NAT
+// and their forward accept). Only the cgnat service writes it.
+const CGNATTable = NftablesTablePrefix + "cgnat"
+
 // LinkAliasPrefix begins the alias (IFLA_IFALIAS, `ip link set X alias`) of
 // every link routerd creates: `routerd:<service>`, optionally followed by a
 // space and free text (e.g. "routerd:subscribers vlan 100 of ge0"). Link
