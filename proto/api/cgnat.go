@@ -322,3 +322,9 @@ var (
 		REST:    []REST{{"GET", "/cgnat/lookup"}}, Action: "cgnat-lookup", Read: true,
 	})
 )
+
+// CGNATConfig is the cgnat service's configuration document,
+// etc/cgnat.json: the CGNAT settings, NAT pools and port forwards (the
+// slots are state, not configuration). Its place in ConfigOwners (the
+// restore order) belongs in system.go.
+var CGNATConfig = configOwner("cgnat", "etc/cgnat.json")

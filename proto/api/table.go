@@ -32,7 +32,7 @@ var Table = []Operation{
 
 	// NAT pools, CGNAT, port forwards (cgnat).
 	CGNATUses, CGNATIfaceRemove,
-	NATListOp, NATAddOp, NATDelOp, PFList, PFAdd, PFDel, CGNATGet, CGNATSetOp, CGNATLookupOp,
+	NATListOp, NATAddOp, NATDelOp, PFList, PFAdd, PFDel, CGNATGet, CGNATSetOp, CGNATLookupOp, CGNATConfig.Export, CGNATConfig.Import,
 
 	// Static routes (Document 2).
 	RoutesList, RoutesCreate, RoutesDelete, InterfacesCount,

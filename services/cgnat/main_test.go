@@ -70,7 +70,12 @@ func link(t testing.TB, ns *netns.NS, name, peer, addr string) {
 
 func newRig(t *testing.T, ns *netns.NS) *rig {
 	t.Helper()
-	env := testenv.Start(t)
+	return newRigOn(t, ns, testenv.Start(t))
+}
+
+// newRigOn is newRig on a bus and store the test started.
+func newRigOn(t *testing.T, ns *netns.NS, env *testenv.Env) *rig {
+	t.Helper()
 	r := &rig{env: env, ns: ns, audit: filepath.Join(t.TempDir(), "log", "cgnat-audit.log"), t: t}
 	r.start(t)
 	gw, err := gateway.New(gateway.Config{APIKey: apiKey, NC: env.NC, Log: testenv.Log(t)})

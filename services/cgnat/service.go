@@ -169,6 +169,8 @@ func (s *Service) Endpoints() []bus.Endpoint {
 		bus.Bind(api.CGNATLookupOp, s.Lookup),
 		bus.Bind(api.CGNATUses, s.Uses),
 		bus.Bind(api.CGNATIfaceRemove, s.IfaceRemove),
+		bus.Bind(api.CGNATConfig.Export, s.Export),
+		bus.Bind(api.CGNATConfig.Import, s.Import),
 	}
 }
 
