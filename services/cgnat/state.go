@@ -179,6 +179,10 @@ func (s *Service) desiredRulesLocked() map[string][]nft.Rule {
 			out[nft.ChainPost] = append(out[nft.ChainPost],
 				nft.Rule{Chain: nft.ChainPost, ID: "cgnat " + p.name + " " + s.cfg.Iface, Exprs: nft.Join(oif, nft.L4(p.proto), s.k.SNATMap())})
 		}
+		// Every other protocol: the subscriber's address, ports untouched
+		// (the rules above end the chain for theirs).
+		out[nft.ChainPost] = append(out[nft.ChainPost],
+			nft.Rule{Chain: nft.ChainPost, ID: "cgnat other " + s.cfg.Iface, Exprs: nft.Join(oif, s.k.SNATMapAddr())})
 	}
 	ifaces := make([]string, 0, len(s.pools))
 	for i := range s.pools {

@@ -225,6 +225,33 @@ func TestCGNATTraffic(t *testing.T) {
 	if id, _ := strconv.Atoi(mm[1]); id < start || id > end {
 		t.Fatalf("ICMP id %d outside the block %d-%d:\n%s", id, start, end, ct)
 	}
+	// Another protocol (253, experimentation): the address translated,
+	// seen by a raw socket at the uplink.
+	var raw net.PacketConn
+	if err := l.up.Do(func() error {
+		var err error
+		raw, err = net.ListenPacket("ip4:253", "198.18.0.1")
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	if err := l.sub.Do(func() error {
+		c, err := net.ListenPacket("ip4:253", "10.77.0.50")
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		_, err = c.WriteTo([]byte("experiment"), &net.IPAddr{IP: net.ParseIP("198.18.0.1")})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	raw.SetReadDeadline(time.Now().Add(5 * time.Second))
+	buf := make([]byte, 1500)
+	if _, from, err := raw.ReadFrom(buf); err != nil || from.String() != "203.0.113.1" {
+		t.Fatalf("protocol 253 at the uplink: from %v, %v", from, err)
+	}
 	// An exempt source leaves untranslated.
 	dial(t, l.sub, "tcp", "10.77.0.200", "198.18.0.1:7000")
 	if a := srv.next(t); a.Addr().String() != "10.77.0.200" {

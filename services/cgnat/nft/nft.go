@@ -10,6 +10,7 @@
 //	  chain postrouting { type nat hook postrouting priority srcnat;
 //	    oifname W ip saddr @cg_exempt accept                           # "cgnat exempt"
 //	    oifname W meta l4proto tcp snat ip to ip saddr map @cg_subs   # "cgnat tcp" (also udp, icmp: the query id)
+//	    oifname W snat ip to ip saddr map @cg_subs                     # "cgnat other": the address only
 //	    oifname X ip saddr E accept; oifname X snat ip to A-B          # "nat X ...": a NAT pool
 //	  }
 //	  chain prerouting { type nat hook prerouting priority dstnat;
@@ -411,7 +412,7 @@ func (k *K) Live(chain string) []string {
 		// data range from set user data that google/nftables does not
 		// write, and prints the rule without its statement. The rule in
 		// the kernel is whole (see SNATMap); put the statement back.
-		if strings.Contains(l, `comment "cgnat `) && strings.Contains(l, "meta l4proto") && !strings.Contains(l, "snat") {
+		if strings.Contains(l, `comment "cgnat `) && !strings.Contains(l, `comment "cgnat exempt`) && !strings.Contains(l, "snat") {
 			i := strings.Index(l, ` comment "cgnat `)
 			l = l[:i] + " snat ip to ip saddr map @" + MapSubs + l[i:]
 		}
@@ -496,6 +497,16 @@ func (k *K) SNATMap() []expr.Any {
 		&expr.Lookup{SourceRegister: 1, DestRegister: 1, IsDestRegSet: true, SetName: MapSubs},
 		// reg 1 (32-bit registers 8-11): addr min . port min . addr max . port max
 		&expr.NAT{Type: expr.NATTypeSourceNAT, Family: unix.NFPROTO_IPV4, RegAddrMin: 1, RegAddrMax: 10, RegProtoMin: 9, RegProtoMax: 11, Specified: true},
+	}
+}
+
+// SNATMapAddr translates only the source address through the subscriber
+// map (protocols without ports: GRE, ESP...).
+func (k *K) SNATMapAddr() []expr.Any {
+	return []expr.Any{
+		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 12, Len: 4},
+		&expr.Lookup{SourceRegister: 1, DestRegister: 1, IsDestRegSet: true, SetName: MapSubs},
+		&expr.NAT{Type: expr.NATTypeSourceNAT, Family: unix.NFPROTO_IPV4, RegAddrMin: 1, RegAddrMax: 10},
 	}
 }
 
