@@ -9,6 +9,7 @@ require (
 	routerd.dev/gateway v0.0.0
 	routerd.dev/services/cgnat v0.0.0
 	routerd.dev/services/dhcp v0.0.0
+	routerd.dev/services/firewall v0.0.0
 	routerd.dev/services/netcfg v0.0.0
 	routerd.dev/services/routing v0.0.0
 	routerd.dev/services/olt v0.0.0
@@ -101,6 +102,7 @@ replace (
 	routerd.dev/services/cgnat => ../services/cgnat
 	routerd.dev/proto => ../proto
 	routerd.dev/services/dhcp => ../services/dhcp
+	routerd.dev/services/firewall => ../services/firewall
 	routerd.dev/services/netcfg => ../services/netcfg
 	routerd.dev/services/routing => ../services/routing
 	routerd.dev/services/olt => ../services/olt

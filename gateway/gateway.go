@@ -92,6 +92,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			reason = "no key"
 		}
 		g.cfg.AuthLog.Failure(caller, r, reason)
+		g.reportAuthFailure(caller, r)
 		writeError(w, apierr.New(apierr.KindUnauthorized, authMessage))
 		return
 	}

@@ -22,6 +22,7 @@ import (
 	"routerd.dev/gateway"
 	"routerd.dev/services/cgnat"
 	"routerd.dev/services/dhcp"
+	"routerd.dev/services/firewall"
 	"routerd.dev/services/netcfg"
 	"routerd.dev/services/olt"
 	"routerd.dev/services/routing"
@@ -82,7 +83,7 @@ func Run(ctx context.Context, cfg config.Config, opt Options) error {
 	}
 
 	var kv *clientv3.Client
-	if cfg.Runs(subscribers.Name) || cfg.Runs(cgnat.Name) || cfg.Runs(netcfg.Name) || cfg.Runs(dhcp.Name) || cfg.Runs(olt.Name) || cfg.Runs(system.Name) || cfg.Runs(routing.Name) {
+	if cfg.Runs(subscribers.Name) || cfg.Runs(cgnat.Name) || cfg.Runs(netcfg.Name) || cfg.Runs(dhcp.Name) || cfg.Runs(olt.Name) || cfg.Runs(system.Name) || cfg.Runs(routing.Name) || cfg.Runs(firewall.Name) {
 		if len(cfg.EtcdEndpoints) == 0 {
 			e, err := store.StartEmbedded(ctx, store.EmbedConfig{Dir: filepath.Join(cfg.StateDir, "etcd"), ClientAddr: cfg.EtcdListen})
 			if err != nil {
@@ -128,7 +129,7 @@ func Run(ctx context.Context, cfg config.Config, opt Options) error {
 	}
 	// The kernel services share one handle on the target namespace.
 	var target *netns.NS
-	if cfg.Runs(netcfg.Name) || cfg.Runs(dhcp.Name) || cfg.Runs(routing.Name) {
+	if cfg.Runs(netcfg.Name) || cfg.Runs(dhcp.Name) || cfg.Runs(routing.Name) || cfg.Runs(firewall.Name) {
 		if target, err = netns.Open(cfg.Netns); err != nil {
 			return err
 		}
@@ -151,6 +152,18 @@ func Run(ctx context.Context, cfg config.Config, opt Options) error {
 			return err
 		}
 		run(dhcp.Name, svc.Run)
+	}
+	if cfg.Runs(firewall.Name) {
+		// Its table (blocks, allow-list, bans) is written before the API
+		// opens: the wait for the services below covers it.
+		svc, err := firewall.New(firewall.Deps{NC: nc, KV: kv, NS: target, Log: log.With("service", firewall.Name),
+			APIPort: cfg.ListenPort, Bans: firewall.BanConfig{Off: cfg.BanMaxRetry < 0, MaxRetry: cfg.BanMaxRetry,
+				FindTime: time.Duration(cfg.BanFindS) * time.Second, BanTime: time.Duration(cfg.BanS) * time.Second,
+				MaxBanTime: time.Duration(cfg.BanMaxS) * time.Second}})
+		if err != nil {
+			return err
+		}
+		run(firewall.Name, svc.Run)
 	}
 	if cfg.Runs(olt.Name) {
 		svc := olt.New(olt.Deps{NC: nc, KV: kv, StateDir: cfg.StateDir, Log: log.With("service", olt.Name),

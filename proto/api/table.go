@@ -29,6 +29,7 @@ var Table = []Operation{
 	FirewallBlock, FirewallUnblock, FirewallBlocks, FirewallAuthFailed,
 	ProtectGet, ProtectAddOp, ProtectDeleteOp, ProtectDeleteChecked, Fail2banGet, Fail2banShow, Fail2banUnbanOp,
 	FirewallGet, FirewallFullGet,
+	AntispoofGet, AntispoofSetOp, AntispoofIfaceOp, AntispoofIfaceDelete, AntispoofLogGet, AntispoofSyncOp, AntispoofModeGet,
 
 	// NAT pools, CGNAT, port forwards (cgnat).
 	CGNATUses, CGNATIfaceRemove,

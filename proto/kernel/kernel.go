@@ -55,6 +55,12 @@ const (
 // `inet filter` included), so it never has to flush anything but its own.
 const NftablesTablePrefix = "routerd_"
 
+// FirewallTable is the firewall service's table (family inet): suspension
+// blocks, the management ports' allow-list and bans, as set elements.
+// Anti-spoofing tables of the same service are named
+// `routerd_firewall_<what>`.
+const FirewallTable = NftablesTablePrefix + "firewall"
+
 // CGNATTable is the cgnat service's table (family ip): the NAT pools'
 // source NAT, the CGNAT subscriber map, port forwards (destination NAT
 // and their forward accept). Only the cgnat service writes it.

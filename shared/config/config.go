@@ -17,7 +17,7 @@ import (
 )
 
 // Services is every service routerd can run, in start order.
-var Services = []string{"subscribers", "netcfg", "dhcp", "cgnat", "olt", "routing", "system", "gateway"}
+var Services = []string{"subscribers", "netcfg", "dhcp", "firewall", "cgnat", "olt", "routing", "system", "gateway"}
 
 // Config is the whole configuration file.
 type Config struct {
@@ -79,6 +79,16 @@ type Config struct {
 	// RPKIRTR is the RPKI cache (RTR protocol, e.g. stayrtr) BIRD asks
 	// while rpki is on; "" is 127.0.0.1:8282. Example: 127.0.0.1:8282.
 	RPKIRTR string `json:"rpki_rtr"`
+	// BanMaxRetry failed authentications of one address within BanFindS
+	// seconds ban it from the API and OLT monitor ports for BanS seconds,
+	// doubled for each earlier ban of the address up to BanMaxS (the
+	// firewall service's ban engine). 0 takes fail2ban's defaults (5, 600,
+	// 3600, 604800); ban_max_retry -1 switches the ban service off.
+	// Example: 5.
+	BanMaxRetry int `json:"ban_max_retry"`
+	BanFindS    int `json:"ban_find_s"`
+	BanS        int `json:"ban_s"`
+	BanMaxS     int `json:"ban_max_s"`
 	// LogLevel is debug, info, warn or error. Default info.
 	LogLevel string `json:"log_level"`
 }
