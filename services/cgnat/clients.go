@@ -261,8 +261,12 @@ func (s *Service) SyncClients(ctx context.Context, clients []api.Client) error {
 		s.logMappingLocked("assign", sub)
 	}
 	s.clientsOK = true
-	if _, err := s.reconcileLocked(); err != nil {
-		return err
+	// The term's start reconciled the kernel with the store; only what
+	// the clients changed needs the kernel again.
+	if len(assigned)+len(released)+len(changed) > 0 {
+		if _, err := s.reconcileLocked(); err != nil {
+			return err
+		}
 	}
 	if len(assigned)+len(released)+len(changed) > 0 {
 		s.deps.Log.Info("CGNAT slots synchronised with the clients", "assigned", len(assigned), "released", len(released), "changed", len(changed), "waiting", len(s.waiting))
