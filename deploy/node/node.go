@@ -136,7 +136,18 @@ func Run(ctx context.Context, cfg config.Config, opt Options) error {
 		defer target.Close()
 	}
 	if cfg.Runs(netcfg.Name) {
-		svc, err := netcfg.New(netcfg.Deps{NC: nc, KV: kv, NS: target, Log: log.With("service", netcfg.Name)})
+		// The network document's files go to the host's networkd
+		// directory only when netcfg runs the host's own namespace.
+		netDir := cfg.NetworkDir
+		if netDir == "" {
+			netDir = "/etc/systemd/network"
+			if cfg.Netns != "" {
+				netDir = filepath.Join(cfg.StateDir, "netcfg", "network")
+			}
+		}
+		svc, err := netcfg.New(netcfg.Deps{NC: nc, KV: kv, NS: target, Log: log.With("service", netcfg.Name),
+			StateDir: filepath.Join(cfg.StateDir, "netcfg"), NetworkDir: netDir, ListenIP: cfg.ListenIP,
+			Confirm: time.Duration(cfg.NetworkConfirmS) * time.Second})
 		if err != nil {
 			return err
 		}

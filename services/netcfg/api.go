@@ -30,6 +30,12 @@ func (s *Service) Endpoints() []bus.Endpoint {
 		bus.Bind(api.AddrDelete, s.vlans.DeleteAddr),
 		bus.Bind(api.AddrOther, s.vlans.OtherMethod),
 		bus.Bind(api.IfaceListOp, s.vlans.Interfaces),
+		bus.Bind(api.NetworkGet, s.networkGet),
+		bus.Bind(api.NetworkPlanOp, s.networkPlan),
+		bus.Bind(api.NetworkApplyOp, s.networkApply),
+		bus.Bind(api.NetworkConfirmOp, s.networkConfirm),
+		bus.Bind(api.NetworkRollbackOp, s.networkRollback),
+		bus.Bind(api.NetworkAdoptOp, s.networkAdopt),
 	}
 }
 

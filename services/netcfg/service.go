@@ -10,11 +10,15 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/vishvananda/netlink"
+	vnetns "github.com/vishvananda/netns"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"golang.org/x/sys/unix"
 
 	"routerd.dev/proto/event"
 	"routerd.dev/services/netcfg/route"
@@ -34,6 +38,20 @@ type Deps struct {
 	NS  *netns.NS
 	Log *slog.Logger
 	Now func() time.Time
+	// StateDir is netcfg's own directory (e.g. <state_dir>/netcfg): the
+	// pending network apply's copy on disk. Empty: a directory under the
+	// system's temporary directory (tests).
+	StateDir string
+	// NetworkDir is where the systemd-networkd files of the network
+	// document are rendered: /etc/systemd/network on a router; the lab
+	// uses <state_dir>/netcfg/network. Empty: <StateDir>/network.
+	NetworkDir string
+	// Confirm is how long an apply waits for confirm; 0 is the spec's
+	// 120 s (only tests shorten it).
+	Confirm time.Duration
+	// ListenIP is the API's listen address: a change removing it is
+	// refused.
+	ListenIP string
 }
 
 // Service is the netcfg service.
@@ -47,12 +65,32 @@ type Service struct {
 	// vlans holds the VLANs and addresses, writing like routes.
 	vlans *vlan.Book
 	pub   *bus.Publisher
+	// net is the timed apply of the network document.
+	net netState
+	// diag reads the socket table (NETLINK_INET_DIAG) of the namespace.
+	diag *netlink.Handle
 }
 
 // New builds the service with a netlink handle in the target namespace.
 func New(d Deps) (*Service, error) {
 	if d.Log == nil {
 		d.Log = slog.Default()
+	}
+	if d.Now == nil {
+		d.Now = time.Now
+	}
+	if d.StateDir == "" {
+		dir, err := os.MkdirTemp("", "routerd-netcfg-")
+		if err != nil {
+			return nil, err
+		}
+		d.StateDir = dir
+	}
+	if d.NetworkDir == "" {
+		d.NetworkDir = filepath.Join(d.StateDir, "network")
+	}
+	if err := os.MkdirAll(d.StateDir, 0o700); err != nil {
+		return nil, err
 	}
 	nl, err := d.NS.Netlink()
 	if err != nil {
@@ -62,13 +100,40 @@ func New(d Deps) (*Service, error) {
 	routes := route.NewTable(st, nl, d.Now)
 	vlans := vlan.NewBook(st, nl, d.Now)
 	vlans.Serving = dhcpServer{nc: d.NC, routes: routes}
-	return &Service{deps: d, nl: nl, st: st, routes: routes, vlans: vlans, pub: bus.NewPublisher(d.NC, Name, d.Log)}, nil
+	svc := &Service{deps: d, nl: nl, st: st, routes: routes, vlans: vlans, pub: bus.NewPublisher(d.NC, Name, d.Log)}
+	svc.net.started = d.Now()
+	// sock_diag (the SSH sessions of the lock-out rules) needs a socket of
+	// its own family, opened in the target namespace: the route handle
+	// would open one in whatever namespace the thread is in.
+	if svc.diag, err = netlink.NewHandleAt(vnetns.NsHandle(d.NS.FD()), unix.NETLINK_INET_DIAG); err != nil {
+		nl.Close()
+		return nil, fmt.Errorf("netcfg: sock_diag handle: %w", err)
+	}
+	// An ioctl socket in the target namespace for the drivers and speeds
+	// of GET /network (ethtool).
+	_ = d.NS.Do(func() error {
+		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+		if err == nil {
+			svc.net.eth.FD = fd
+		}
+		return err
+	})
+	return svc, nil
 }
 
 // Run serves while it holds the host lock, standing by while another
 // replica holds it and again after losing it (store.Hold), until ctx ends.
 func (s *Service) Run(ctx context.Context) error {
 	defer s.nl.Close()
+	defer s.diag.Close()
+	defer func() {
+		s.net.mu.Lock()
+		s.stopTimerLocked()
+		s.net.mu.Unlock()
+		if s.net.eth.FD > 0 {
+			_ = unix.Close(s.net.eth.FD)
+		}
+	}()
 	return store.Hold(ctx, s.deps.KV, Name+"/"+lockName(s.deps.NS), s.deps.Log, s.serve)
 }
 
@@ -80,6 +145,15 @@ func (s *Service) serve(ctx context.Context, lock *store.Lock) error {
 	fenced := s.st.Fenced(lock)
 	s.routes.Use(fenced)
 	s.vlans.Use(fenced)
+	// The network document first: a pending apply found is settled, then
+	// ports and bonds are brought to the store (VLANs sit on them).
+	defer s.endTerm()
+	if err := s.settleNetwork(ctx, fenced); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("netcfg: settling the network document: %w", err)
+	}
 	// Links and addresses first: routes may go out through them.
 	changes, problems, err := s.vlans.Reconcile(ctx)
 	if err != nil {

@@ -76,6 +76,15 @@ type Config struct {
 	// before it is undone, in seconds; 0 is 120 (the spec's). Tests
 	// shorten it. Example: 120.
 	BGPConfirmS int `json:"bgp_confirm_s"`
+	// NetworkDir is where netcfg renders the systemd-networkd files of the
+	// network document. Empty: /etc/systemd/network when netcfg works in
+	// routerd's own namespace, <state_dir>/netcfg/network when it works
+	// in another (netns, the lab). Example: /etc/systemd/network.
+	NetworkDir string `json:"network_dir"`
+	// NetworkConfirmS is how long a network apply waits for POST
+	// /network/confirm before it is rolled back, in seconds; 0 is 120 (the
+	// spec's). Only tests shorten it. Example: 120.
+	NetworkConfirmS int `json:"network_confirm_s"`
 	// RPKIRTR is the RPKI cache (RTR protocol, e.g. stayrtr) BIRD asks
 	// while rpki is on; "" is 127.0.0.1:8282. Example: 127.0.0.1:8282.
 	RPKIRTR string `json:"rpki_rtr"`
