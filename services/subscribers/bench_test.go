@@ -19,7 +19,9 @@ import (
 // plan: stored with its index keys in one etcd transaction, reserved in
 // the real dhcp service, shaped by the shaper's stand-in on the bus) at
 // 1,000 and 10,000 clients (ROUTERD_BENCH_CLIENTS overrides the larger
-// count; run once: -bench Clients -benchtime 1x, as root):
+// count; run once: -bench Clients -benchtime 1x, as root;
+// ROUTERD_BENCH_REAL=1 runs the real shaper and firewall in the namespace
+// instead of their stand-ins):
 //
 //   - adds_per_s: the first n-200 added by 8 callers at once;
 //   - add_p50_ms/add_p99_ms: the last 200 added one at a time (the
@@ -61,7 +63,7 @@ func pct(d []time.Duration, p float64) float64 {
 
 func benchClients(b *testing.B, n int) {
 	b.StopTimer()
-	r := startRig(b)
+	r := newRig(b, os.Getenv("ROUTERD_BENCH_REAL") != "")
 	testenv.Run(b, r.ns, "ip", "link", "add", "bench0", "type", "veth", "peer", "name", "bench1")
 	testenv.Run(b, r.ns, "ip", "link", "set", "bench0", "up")
 	testenv.Run(b, r.ns, "ip", "addr", "add", "10.64.0.1/14", "dev", "bench0")

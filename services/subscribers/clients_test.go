@@ -550,3 +550,49 @@ func TestConcurrentAddsAndPlanDelete(t *testing.T) {
 		}
 	}
 }
+
+// TestClientsDocument: the clients are a configuration document
+// (etc/clients.json) beside etc/plans.json; an import replaces them and
+// their effects follow; a document breaking a rule changes nothing.
+func TestClientsDocument(t *testing.T) {
+	r := startRig(t)
+	ctx := context.Background()
+	r.do(t, "POST", "/plans", map[string]any{"name": "gold", "down_mbps": 20, "up_mbps": 10})
+	r.do(t, "POST", "/clients", map[string]any{"mac": "02:00:00:00:06:01", "ip": "10.50.0.61", "plan": "gold"})
+	r.do(t, "POST", "/clients", map[string]any{"mac": "02:00:00:00:06:02", "ip": "10.50.0.62", "hostname": "two"})
+	docs, err := bus.Invoke(ctx, r.env.NC, api.SubscribersConfig.Export, &api.None{})
+	if err != nil || !strings.Contains(docs.Documents["etc/clients.json"], "02:00:00:00:06:02") || docs.Documents["etc/plans.json"] == "" {
+		t.Fatalf("export: %+v %v", docs, err)
+	}
+	r.do(t, "DELETE", "/clients/02:00:00:00:06:01", nil)
+	r.do(t, "POST", "/clients", map[string]any{"mac": "02:00:00:00:06:03", "ip": "10.50.0.63"})
+
+	// A duplicate address in the document: 400, nothing changed.
+	bad := strings.Replace(docs.Documents["etc/clients.json"], "10.50.0.62", "10.50.0.61", 1)
+	_, err = bus.Invoke(ctx, r.env.NC, api.SubscribersConfig.Import, &api.ConfigDocuments{Documents: map[string]string{"etc/clients.json": bad}})
+	if err == nil || !strings.Contains(err.Error(), "also held") {
+		t.Fatalf("import of a duplicate: %v", err)
+	}
+	if st, _ := r.do(t, "GET", "/clients/02:00:00:00:06:03", nil); st != 200 {
+		t.Errorf("a refused import changed the clients")
+	}
+	// The exported documents back: the deleted client and its effects
+	// return, the one added since goes with its reservation.
+	if _, err := bus.Invoke(ctx, r.env.NC, api.SubscribersConfig.Import, docs); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := r.do(t, "GET", "/clients/02:00:00:00:06:01", nil); st != 200 {
+		t.Errorf("imported client missing")
+	}
+	if st, _ := r.do(t, "GET", "/clients/10.50.0.63", nil); st != 404 {
+		t.Errorf("client not in the document still there")
+	}
+	eventually(t, "effects of the import", func() bool {
+		_, shaped := r.fx.shape("02:00:00:00:06:01")
+		return shaped && r.reservation(t, "02:00:00:00:06:01") != "" && r.reservation(t, "02:00:00:00:06:03") == ""
+	})
+	_, m := r.do(t, "GET", "/plans", nil)
+	if n := field(m["plans"].([]any)[0].(map[string]any), "clients"); n != float64(1) {
+		t.Errorf("gold's clients after import: %v", n)
+	}
+}

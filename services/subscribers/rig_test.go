@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"sort"
@@ -209,10 +210,20 @@ type rig struct {
 	svc      *subscribers.Service
 }
 
+// realOwners, set by real_test.go, starts the real shaper and firewall
+// services in the namespace.
+var realOwners func(t testing.TB, env *testenv.Env, ns *netns.NS, log *slog.Logger, run func(func(context.Context) error))
+
 // expiryEvery is the end-date period of the rigs (benchmarks lengthen it).
 var expiryEvery = 200 * time.Millisecond
 
-func startRig(t testing.TB) *rig {
+func startRig(t testing.TB) *rig { return newRig(t, false) }
+
+// startRealRig is startRig with the real shaper and firewall services in
+// the namespace instead of the stand-ins.
+func startRealRig(t testing.TB) *rig { return newRig(t, true) }
+
+func newRig(t testing.TB, real bool) *rig {
 	t.Helper()
 	env := testenv.Start(t)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -246,12 +257,19 @@ func startRig(t testing.TB) *rig {
 		t.Fatal(err)
 	}
 	run(d.Run)
-	run(func(ctx context.Context) error {
-		return bus.Run(ctx, env.NC, bus.ServiceConfig{Name: "shaper", Version: "0.0.0", Log: log, Endpoints: r.fx.endpointsShaper()})
-	})
-	run(func(ctx context.Context) error {
-		return bus.Run(ctx, env.NC, bus.ServiceConfig{Name: "firewall", Version: "0.0.0", Log: log, Endpoints: r.fx.endpointsFirewall()})
-	})
+	if real {
+		if realOwners == nil {
+			t.Skip("the real shaper and firewall are not built into this test (real_test.go)")
+		}
+		realOwners(t, env, ns, log, run)
+	} else {
+		run(func(ctx context.Context) error {
+			return bus.Run(ctx, env.NC, bus.ServiceConfig{Name: "shaper", Version: "0.0.0", Log: log, Endpoints: r.fx.endpointsShaper()})
+		})
+		run(func(ctx context.Context) error {
+			return bus.Run(ctx, env.NC, bus.ServiceConfig{Name: "firewall", Version: "0.0.0", Log: log, Endpoints: r.fx.endpointsFirewall()})
+		})
+	}
 	r.subsDeps = subscribers.Deps{NC: env.NC, KV: env.KV, Log: log, Now: r.clock.Now, NS: ns, ExpiryEvery: expiryEvery}
 	r.startSubscribers(t)
 	gw, err := gateway.New(gateway.Config{APIKey: apiKey, NC: env.NC, Log: log})

@@ -43,6 +43,43 @@ func (b *Book) Export(ctx context.Context, _ *api.None) (*api.ConfigDocuments, e
 	return &api.ConfigDocuments{Documents: map[string]string{Document: string(out) + "\n"}}, nil
 }
 
+// Names checks etc/plans.json as Import would and returns its plan names.
+func Names(text string) (map[string]bool, error) {
+	doc, err := parseDocument(text)
+	if err != nil {
+		return nil, err
+	}
+	names := map[string]bool{}
+	for _, p := range doc.Plans {
+		names[p.Name] = true
+	}
+	return names, nil
+}
+
+func parseDocument(text string) (document, error) {
+	var doc document
+	dec := json.NewDecoder(strings.NewReader(text))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&doc); err != nil {
+		return doc, apierr.Invalid("documents", "%s does not parse: %v", Document, err).With("broken_data_files", []string{Document})
+	}
+	seen := map[string]bool{}
+	for _, p := range doc.Plans {
+		switch {
+		case !namePattern.MatchString(p.Name):
+			return doc, apierr.Invalid("documents", "%s: plan name %q is invalid", Document, p.Name)
+		case seen[p.Name]:
+			return doc, apierr.Invalid("documents", "%s: plan %s twice", Document, p.Name)
+		case p.DownMbps < 1 || p.DownMbps > 100000 || p.UpMbps < 1 || p.UpMbps > 100000:
+			return doc, apierr.Invalid("documents", "%s: plan %s: rates must be 1-100000 Mbit/s", Document, p.Name)
+		case len([]rune(p.Comment)) > 200:
+			return doc, apierr.Invalid("documents", "%s: plan %s: comment longer than 200 characters", Document, p.Name)
+		}
+		seen[p.Name] = true
+	}
+	return doc, nil
+}
+
 // Import replaces every plan with those of etc/plans.json in one
 // transaction (one etcd operation per plan: etcd's limit of operations per
 // transaction bounds how many plans one import carries) (subscribers.config.import); without that document nothing
@@ -53,24 +90,12 @@ func (b *Book) Import(ctx context.Context, in *api.ConfigDocuments) (*api.Config
 	if !ok {
 		return &api.ConfigImported{Documents: []string{}}, nil
 	}
-	var doc document
-	dec := json.NewDecoder(strings.NewReader(text))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&doc); err != nil {
-		return nil, apierr.Invalid("documents", "%s does not parse: %v", Document, err).With("broken_data_files", []string{Document})
+	doc, err := parseDocument(text)
+	if err != nil {
+		return nil, err
 	}
 	seen := map[string]bool{}
 	for _, p := range doc.Plans {
-		switch {
-		case !namePattern.MatchString(p.Name):
-			return nil, apierr.Invalid("documents", "%s: plan name %q is invalid", Document, p.Name)
-		case seen[p.Name]:
-			return nil, apierr.Invalid("documents", "%s: plan %s twice", Document, p.Name)
-		case p.DownMbps < 1 || p.DownMbps > 100000 || p.UpMbps < 1 || p.UpMbps > 100000:
-			return nil, apierr.Invalid("documents", "%s: plan %s: rates must be 1-100000 Mbit/s", Document, p.Name)
-		case len([]rune(p.Comment)) > 200:
-			return nil, apierr.Invalid("documents", "%s: plan %s: comment longer than 200 characters", Document, p.Name)
-		}
 		seen[p.Name] = true
 	}
 	// Clients may name plans: a plan in use must survive the import.
