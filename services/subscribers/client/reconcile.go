@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"fmt"
+	"net/netip"
 
 	"routerd.dev/proto/api"
 )
@@ -134,7 +135,7 @@ func (b *Book) Reconcile(ctx context.Context, only ...string) (ReconcileResult, 
 					rates[*c.Plan] = r
 				}
 				w := shapeAt(c, r[0], r[1])
-				if !had || s != *w {
+				if !had || !sameShape(s, *w) {
 					if err := b.d.Fx.Shape(ctx, w); err != nil {
 						fail("shaper", c.MAC, err)
 					} else {
@@ -154,7 +155,7 @@ func (b *Book) Reconcile(ctx context.Context, only ...string) (ReconcileResult, 
 				} else {
 					res.Unblocked++
 				}
-			case w != nil && (!had || x != *w):
+			case w != nil && (!had || !sameBlock(x, *w)):
 				if err := b.d.Fx.Block(ctx, w); err != nil {
 					fail("firewall", c.MAC, err)
 				} else {
@@ -226,4 +227,30 @@ func pageAll(ctx context.Context, page func(after string) (string, error)) error
 		}
 		after = next
 	}
+}
+
+// sameShape compares a shape as the shaper answers it with the one a client
+// needs: an IPv6 address may come back as its /128 prefix.
+func sameShape(a, b api.Shape) bool {
+	a.Prefix6, b.Prefix6 = canonPrefix(a.Prefix6), canonPrefix(b.Prefix6)
+	return a == b
+}
+
+func canonPrefix(s string) string {
+	if s == "" {
+		return ""
+	}
+	if p, err := netip.ParsePrefix(s); err == nil {
+		return p.Masked().String()
+	}
+	if a, err := netip.ParseAddr(s); err == nil {
+		return netip.PrefixFrom(a, a.BitLen()).String()
+	}
+	return s
+}
+
+// sameBlock compares blocks the same way.
+func sameBlock(a, b api.Block) bool {
+	a.IPv6, b.IPv6 = canonPrefix(a.IPv6), canonPrefix(b.IPv6)
+	return a == b
 }
