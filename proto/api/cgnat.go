@@ -231,6 +231,7 @@ type CGNATSetAnswer struct {
 type CGNATLookupReq struct {
 	PublicIP string `json:"public_ip" api:"required,format=ipv4"`
 	Port     int    `json:"port" api:"min=0,max=65535"`
+	At       string `json:"at" doc:"a past time (RFC 3339, or YYYY-MM-DD HH:MM[:SS] in UTC): answered from the audit log (a scan of it) instead of the current assignments" example:"2026-11-24 10:00:00"`
 }
 
 // CGNATLookup answers GET /cgnat/lookup: the subscriber holding the port
@@ -246,6 +247,10 @@ type CGNATLookup struct {
 	PortStart *int    `json:"port_start,omitempty"`
 	PortEnd   *int    `json:"port_end,omitempty"`
 	Slot      *int    `json:"slot,omitempty"`
+	// At and Source are set when the question named a past time: the
+	// answer is the audit log's assignment in force then.
+	At     string `json:"at,omitempty"`
+	Source string `json:"source,omitempty" doc:"audit_log when answered for a past time"`
 }
 
 func ipv4Less(a, b string) bool {
@@ -318,7 +323,7 @@ var (
 	// CGNATLookupOp is GET /cgnat/lookup.
 	CGNATLookupOp = Define[CGNATLookupReq, CGNATLookup](Meta{
 		Service: "cgnat", Name: "cgnat.lookup",
-		Summary: "Which subscriber holds port on public_ip now (from the slot formula, O(1)); found:false when none. Past times: the audit log.",
+		Summary: "Which subscriber holds port on public_ip now (from the slot formula, O(1)); found:false when none. With `at`, who held it at that past time, from the audit log (the last assignment of that address and block before it, unless released since).",
 		REST:    []REST{{"GET", "/cgnat/lookup"}}, Action: "cgnat-lookup", Read: true,
 	})
 )

@@ -37,6 +37,8 @@ type rig struct {
 	url   string
 	audit string
 	t     testing.TB
+	// now, when set before start, is the service's clock.
+	now func() time.Time
 }
 
 // link adds a veth pair inside ns, both ends up, addr on the first end.
@@ -76,7 +78,13 @@ func newRig(t *testing.T, ns *netns.NS) *rig {
 // newRigOn is newRig on a bus and store the test started.
 func newRigOn(t *testing.T, ns *netns.NS, env *testenv.Env) *rig {
 	t.Helper()
-	r := &rig{env: env, ns: ns, audit: filepath.Join(t.TempDir(), "log", "cgnat-audit.log"), t: t}
+	return newRigClock(t, ns, env, nil)
+}
+
+// newRigClock is newRigOn with the service's clock (nil: time.Now).
+func newRigClock(t *testing.T, ns *netns.NS, env *testenv.Env, now func() time.Time) *rig {
+	t.Helper()
+	r := &rig{env: env, ns: ns, audit: filepath.Join(t.TempDir(), "log", "cgnat-audit.log"), t: t, now: now}
 	r.start(t)
 	gw, err := gateway.New(gateway.Config{APIKey: apiKey, NC: env.NC, Log: testenv.Log(t)})
 	if err != nil {
@@ -98,7 +106,7 @@ func newRigOn(t *testing.T, ns *netns.NS, env *testenv.Env) *rig {
 func (r *rig) start(t testing.TB) {
 	t.Helper()
 	svc, err := cgnat.New(cgnat.Deps{NC: r.env.NC, KV: r.env.KV, NS: r.ns, AuditLog: r.audit, Log: testenv.Log(t),
-		ClientsRetry: 100 * time.Millisecond})
+		ClientsRetry: 100 * time.Millisecond, Now: r.now})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -188,6 +188,9 @@ func (s *Service) Lookup(ctx context.Context, r *api.CGNATLookupReq) (*api.CGNAT
 	if err != nil || !pub.Is4() {
 		return nil, apierr.Invalid("public_ip", "invalid public_ip")
 	}
+	if r.At != "" {
+		return s.lookupAt(ctx, pub, r.Port, r.At)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if sub, m, ok := s.lookupLocked(pub, r.Port); ok {

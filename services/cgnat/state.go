@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -365,7 +366,7 @@ func diffRules(chain string, have []nft.RuleRef, want []nft.Rule, b *nft.Batch) 
 }
 
 // audit is the append-only CGNAT audit log: one line per assignment or
-// release, `time action mac private public ports slot`.
+// release, `time action mac= private= public= ports= slot= host=`.
 type audit struct {
 	mu   sync.Mutex
 	path string
@@ -390,16 +391,24 @@ func openAudit(path string) (*audit, error) {
 
 // write appends one record. The line is written in one write(2) on an
 // O_APPEND file, so concurrent writers never interleave within a line.
-func (a *audit) write(t time.Time, action, mac, private string, m slot.Mapping) error {
+func (a *audit) write(t time.Time, action, mac, private, host string, m slot.Mapping) error {
 	if a.f == nil {
 		return nil
 	}
-	line := fmt.Sprintf("%s %s mac=%s private=%s public=%s ports=%d-%d slot=%d\n",
-		t.UTC().Format(time.RFC3339Nano), action, mac, private, m.Public, m.PortStart, m.PortEnd, m.Slot)
+	line := fmt.Sprintf("%s %s mac=%s private=%s public=%s ports=%d-%d slot=%d host=%s\n",
+		t.UTC().Format(time.RFC3339Nano), action, mac, private, m.Public, m.PortStart, m.PortEnd, m.Slot, strings.Map(noSpace, host))
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	_, err := a.f.WriteString(line)
 	return err
+}
+
+// noSpace keeps a hostname one field of the line.
+func noSpace(r rune) rune {
+	if r <= ' ' || r == 0x7f {
+		return '_'
+	}
+	return r
 }
 
 func (a *audit) Close() {
@@ -412,7 +421,7 @@ func (a *audit) Close() {
 // it has a public mapping.
 func (s *Service) logMappingLocked(action string, sub *Sub) {
 	if _, m, ok := s.mappingLocked(sub); ok {
-		if err := s.audit.write(s.deps.Now(), action, sub.MAC, sub.IP, m); err != nil {
+		if err := s.audit.write(s.deps.Now(), action, sub.MAC, sub.IP, sub.Hostname, m); err != nil {
 			s.deps.Log.Error("CGNAT audit log not written", "err", err, "mac", sub.MAC)
 		}
 	}
