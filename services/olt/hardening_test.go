@@ -2,6 +2,7 @@ package olt_test
 
 import (
 	"context"
+	"encoding/json"
 	"net"
 	"strings"
 	"testing"
@@ -81,8 +82,11 @@ func TestWrappedDescriptionsKeepTheirBlanks(t *testing.T) {
 	}
 }
 
-// An alarm the OLT prints in the middle of an output is taken out of the
-// result and published for the monitor.
+// Alarms the OLT prints as real OLTs print them (numbered header, broken
+// alarm line, indented continuations, end marker), in the middle of an
+// output, before a command's echo and while a command is typed, are taken
+// out of the results and published for the monitor, one event each, with
+// the alarm's name, port and ONT.
 func TestAlarmsBecomeEvents(t *testing.T) {
 	r := start(t)
 	r.register(t, "lab", nil)
@@ -90,17 +94,37 @@ func TestAlarmsBecomeEvents(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.sim.OLT(0).InjectAlarm("The ONT LOS")
-	a := r.do(t, "POST", "/olt/boards", map[string]any{}, nil)
-	envelope(t, a, "boards", 200)
-	if strings.Contains(a.raw, "ONT LOS") {
-		t.Errorf("the alarm is left in the result: %s", a.raw)
+	olt := r.sim.OLT(0)
+	for _, c := range []struct {
+		moment string
+		arm    func(name string)
+		op     string
+	}{
+		{"mid-output", func(n string) { olt.InjectAlarm(n) }, "boards"},
+		{"before the echo", func(n string) { olt.TypingAlarm(n, 0) }, "config"},
+		{"while typing", func(n string) { olt.TypingAlarm(n, 8) }, "info"},
+	} {
+		name := "The ONT LOS " + c.moment
+		c.arm(name)
+		a := r.do(t, "POST", "/olt/"+c.op, map[string]any{}, nil)
+		envelope(t, a, c.op, 200)
+		if strings.Contains(a.raw, "ONT LOS") || strings.Contains(a.raw, "ALARM") || strings.Contains(a.raw, "END") {
+			t.Errorf("%s: the alarm is left in the result: %s", c.moment, a.raw)
+		}
+		m, err := sub.NextMsg(5 * time.Second)
+		if err != nil {
+			t.Fatalf("%s: no olt.alarm event", c.moment)
+		}
+		var env struct{ Data map[string]any }
+		if err := json.Unmarshal(m.Data, &env); err != nil {
+			t.Fatal(err)
+		}
+		ev := env.Data
+		if ev["olt"] != "lab" || ev["name"] != name || ev["port"] != "0/1/0" || !strings.Contains(ev["alarm"].(string), "ALARM NAME : "+name) {
+			t.Errorf("%s: event %s", c.moment, m.Data)
+		}
 	}
-	m, err := sub.NextMsg(5 * time.Second)
-	if err != nil {
-		t.Fatal("no olt.alarm event")
-	}
-	if !strings.Contains(string(m.Data), "The ONT LOS") || !strings.Contains(string(m.Data), `"olt":"lab"`) {
-		t.Errorf("event %s", m.Data)
+	if m, err := sub.NextMsg(300 * time.Millisecond); err == nil {
+		t.Errorf("one event too many: %s", m.Data)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -23,6 +24,7 @@ import (
 	pb "routerd.dev/proto/bus"
 	"routerd.dev/services/olt/driver"
 	"routerd.dev/services/olt/huawei"
+	"routerd.dev/services/olt/huawei/parse"
 	"routerd.dev/shared/apierr"
 	"routerd.dev/shared/bus"
 	"routerd.dev/shared/store"
@@ -386,8 +388,10 @@ func ontEvent(ref api.OLTTarget, res any) map[string]any {
 	return out
 }
 
-// EventOLTAlarm carries an asynchronous alarm the OLT printed during an
-// operation: {olt, host, alarm (the block's text)}.
+// EventOLTAlarm carries an asynchronous alarm the OLT printed (in an
+// output, at the prompt or while a command was typed): {olt, host, alarm
+// (the block's text, broken lines joined), name, kind, severity, time,
+// parameters, and port and ont_id when the alarm names them}.
 const EventOLTAlarm = "olt.alarm"
 
 // alarm publishes an alarm block the driver took out of a result.
@@ -404,7 +408,24 @@ func (s *Service) alarm(host, text string) {
 	}
 	name := strings.Join(names, ",")
 	s.log.Info("olt alarm", "olt", name, "host", host, "alarm", text)
-	s.pub.Publish(EventOLTAlarm, nil, map[string]any{"olt": name, "host": host, "alarm": text})
+	ev := map[string]any{"olt": name, "host": host, "alarm": text}
+	a := parse.ParseAlarm(text)
+	for k, v := range map[string]string{"name": a.Name, "kind": a.Kind, "severity": a.Severity, "time": a.Time} {
+		if v != "" {
+			ev[k] = v
+		}
+	}
+	if len(a.Parameters) > 0 {
+		ev["parameters"] = a.Parameters
+		p := a.Parameters
+		if f, sl, pt := p["FrameID"], p["SlotID"], p["PortID"]; f != "" && sl != "" && pt != "" {
+			ev["port"] = f + "/" + sl + "/" + pt
+		}
+		if id, err := strconv.Atoi(p["ONT ID"]); err == nil {
+			ev["ont_id"] = id
+		}
+	}
+	s.pub.Publish(EventOLTAlarm, nil, ev)
 }
 
 // noSecretsInURL refuses a registry change whose user or password came in

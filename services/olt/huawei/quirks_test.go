@@ -137,7 +137,7 @@ func TestPagingAndAlarms(t *testing.T) {
 	}{
 		{"paging", true, false, sim.MoreMarker, 40},
 		{"no-paging", false, false, "", 40},
-		{"alarms", true, true, "! EVENT WARNING", 40},
+		{"alarms", true, true, "--- END", 40},
 		{"large-paged", true, false, sim.MoreMarker, 250},
 		{"large-unpaged", false, false, "", 250},
 	} {
@@ -184,7 +184,7 @@ func TestInjectedAlarmMidOutput(t *testing.T) {
 	if err != nil || b.Count != 6 {
 		t.Fatalf("boards = %+v, %v", b, err)
 	}
-	if !strings.Contains(tr.Exchanges[0].Reply, "ALARM NAME :The ONT is offline") {
+	if !strings.Contains(tr.Exchanges[0].Reply, "ALARM NAME  : The ONT is offline") {
 		t.Error("the alarm was not printed")
 	}
 }

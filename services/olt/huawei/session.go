@@ -254,14 +254,15 @@ func (s *session) exec(ctx context.Context, cmd string) (string, error) {
 		return "", err
 	}
 	// The echo is compared without any whitespace: the OLT may break a
-	// long command line anywhere when it echoes it.
+	// long command line anywhere when it echoes it, in fragments. An
+	// alarm may come before it (the prompt reprinted after it) or in its
+	// middle (the prompt and the part typed so far reprinted after it):
+	// the echo is looked for in the reply with alarms taken out.
 	echo := strings.Join(strings.Fields(cmd), "")
 	seen := false
 	raw, err := s.untilFull(ctx, func(window, full string) bool {
-		if !seen && s.echoes {
-			// The echo comes first; the head of the reply is enough.
-			head := full[:min(len(full), 4*len(cmd)+4096)]
-			seen = strings.Contains(strings.Join(strings.Fields(ansiRe.ReplaceAllString(head, "")), ""), echo)
+		if !seen && s.echoes && isPrompt(window) {
+			seen = echoed(full, cmd, echo)
 		}
 		return (seen || !s.echoes) && isPrompt(window)
 	})
@@ -275,12 +276,21 @@ func (s *session) exec(ctx context.Context, cmd string) (string, error) {
 	text, alarms := parse.Clean(raw)
 	s.alarms = append(s.alarms, alarms...)
 	lines := strings.Split(text, "\n")
-	lines = stripEcho(lines, cmd)
+	lines = stripEcho(lines, cmd, s.echoes)
 	if n := len(lines); n > 0 {
 		if m := promptRe.FindStringSubmatch("\n" + lines[n-1]); m != nil {
 			s.prompt = m[1] + m[2] + m[3]
 			lines = lines[:n-1]
 		}
+	}
+	// An alarm printed right after the answer's prompt is followed by the
+	// prompt again: the first one is not output.
+	bare := func(l string) bool { return s.prompt != "" && strings.TrimSpace(l) == s.prompt }
+	for n := len(lines); n > 0 && (strings.TrimSpace(lines[n-1]) == "" || bare(lines[n-1])); n = len(lines) {
+		if strings.TrimSpace(lines[n-1]) == "" && (n < 2 || !bare(lines[n-2])) {
+			break
+		}
+		lines = lines[:n-1]
 	}
 	out := strings.Join(lines, "\n")
 	if e := parse.Error(out); e != "" {
@@ -335,12 +345,34 @@ func (s *session) pushClosed() {
 	s.chunks = c
 }
 
-// stripEcho removes the echo of cmd from the start of a reply: it may
-// follow a prompt the OLT reprinted after an alarm and may be broken over
-// several lines.
-func stripEcho(lines []string, cmd string) []string {
+// echoed reports whether the reply so far holds the echo of cmd (echo is
+// cmd without whitespace), alarms taken out. The echo comes first: the
+// head of the reply is enough, however long the alarms before it.
+func echoed(full, cmd, echo string) bool {
+	head := full[:min(len(full), 4*len(cmd)+4096)]
+	if strings.Contains(strings.Join(strings.Fields(ansiRe.ReplaceAllString(head, "")), ""), echo) {
+		return true
+	}
+	if !strings.Contains(full, "ALARM") {
+		return false
+	}
+	text, _ := parse.Clean(full[:min(len(full), 4*len(cmd)+256<<10)])
+	lines := strings.Split(text, "\n")
+	return len(stripEcho(lines, cmd, true)) != len(lines)
+}
+
+// stripEcho removes the echo of cmd from the start of a reply, with
+// anything before it (the prompt the OLT reprinted after an alarm, the
+// part of the line echoed before an alarm interrupted it); the echo may
+// be broken over several lines. An OLT not known to echo has its echo
+// looked for only among the first lines.
+func stripEcho(lines []string, cmd string, echoes bool) []string {
 	want := strings.Join(strings.Fields(cmd), "")
-	for start := 0; start < len(lines) && start < 8; start++ {
+	starts := 8
+	if echoes {
+		starts = 64
+	}
+	for start := 0; start < len(lines) && start < starts; start++ {
 		acc := ""
 		for j := start; j < len(lines) && j < start+6; j++ {
 			acc += strings.Join(strings.Fields(lines[j]), "")

@@ -48,7 +48,8 @@ func FuzzSessionHelpers(f *testing.F) {
 		if len(data) > len(b) {
 			t.Fatalf("filter grew the data: %d > %d", len(data), len(b))
 		}
-		stripEcho(strings.Split(string(b), "\n"), cmd)
+		stripEcho(strings.Split(string(b), "\n"), cmd, true)
+		echoed(string(b), cmd, strings.Join(strings.Fields(cmd), ""))
 		isPrompt(string(b))
 	})
 }

@@ -293,7 +293,8 @@ func (s *session) ontTable(ports []string) string {
 			fmt.Fprintf(&desc, "  %s %7d   %s\n", spacedFSP(p), id, first)
 			for rest := d[len(first):]; rest != ""; {
 				n := min(len(rest), 30)
-				fmt.Fprintf(&desc, "                       %s\n", rest[:n])
+				// Under the description's first character.
+				fmt.Fprintf(&desc, "                   %s\n", rest[:n])
 				rest = rest[n:]
 			}
 		}

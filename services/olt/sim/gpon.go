@@ -168,7 +168,7 @@ func (s *session) ontAdd(t []string, col int) reply {
 		p.onts[id] = &ont{id: id, sn: sn, lineProfile: lp, srvProfile: sp, desc: arg(t, "desc"), active: true,
 			online: online, natives: map[int]int{}, added: o.now()}
 		if online && o.alarms {
-			o.pending = append(o.pending, alarmText(o.now(), "The ONT goes online",
+			o.pending = append(o.pending, o.alarmText("The ONT goes online",
 				fmt.Sprintf("FrameID: 0, SlotID: %s, PortID: %s, ONT ID: %d", strings.Split(s.iface, "/")[1], pnum, id)))
 		}
 		f, sl, pn, _ := splitFSP(port)

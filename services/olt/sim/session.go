@@ -57,8 +57,39 @@ func (s *session) echo(text string) error {
 	return nil
 }
 
+// echoLine echoes a command line; a pending TypingAlarm interrupts it
+// after its first characters, and the prompt and the part typed so far
+// are printed again after the alarm.
+func (s *session) echoLine(text string, atPrompt bool) error {
+	o := s.olt
+	o.mu.Lock()
+	var alarm string
+	at := 0
+	if atPrompt && len(o.typing) > 0 {
+		ta := o.typing[0]
+		o.typing = o.typing[1:]
+		alarm = o.alarmText(ta.name, "FrameID: 0, SlotID: 1, PortID: 0, ONT ID: 1, Equipment ID: 1H")
+		at = min(ta.at, len(text))
+	}
+	o.mu.Unlock()
+	if alarm == "" {
+		return s.echo(text + "\n")
+	}
+	if err := s.echo(text[:at]); err != nil {
+		return err
+	}
+	if err := s.write("\n" + strings.TrimPrefix(alarm, "\n") + o.cfg.PromptIndent + s.prompt() + text[:at]); err != nil {
+		return err
+	}
+	return s.echo(text[at:] + "\n")
+}
+
 // readLine reads one line, accepting CR, LF, CRLF and CR NUL as its end.
-func (s *session) readLine(echo bool) (string, error) {
+func (s *session) readLine(echo bool) (string, error) { return s.readLineAt(echo, false) }
+
+// readLineAt is readLine; a command line (atPrompt) may be interrupted
+// by a TypingAlarm while it is echoed.
+func (s *session) readLineAt(echo, atPrompt bool) (string, error) {
 	var b []byte
 	for {
 		c, err := s.in.ReadByte()
@@ -73,7 +104,7 @@ func (s *session) readLine(echo bool) (string, error) {
 		switch c {
 		case '\r', '\n':
 			if echo {
-				if err := s.echo(string(b) + "\n"); err != nil {
+				if err := s.echoLine(string(b), atPrompt); err != nil {
 					return "", err
 				}
 			}
@@ -188,7 +219,7 @@ func (s *session) run(ctx context.Context) {
 		if s.write("\n"+o.cfg.PromptIndent+p) != nil {
 			return
 		}
-		line, err := s.readLine(true)
+		line, err := s.readLineAt(true, true)
 		o.mu.Lock()
 		delete(o.idle, s)
 		o.mu.Unlock()
@@ -324,7 +355,7 @@ func (s *session) output(out string) bool {
 		alarms = o.pending
 		o.pending = nil
 		if len(alarms) == 0 {
-			alarms = []string{alarmText(o.now(), "The ONT optical power is abnormal", "FrameID: 0, SlotID: 1, PortID: 0, ONT ID: 0")}
+			alarms = []string{o.alarmText("The ONT optical power is abnormal", "FrameID: 0, SlotID: 1, PortID: 0, ONT ID: 0")}
 		}
 	}
 	o.mu.Unlock()

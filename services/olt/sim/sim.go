@@ -101,6 +101,9 @@ type OLT struct {
 	alarms     bool
 	latency    time.Duration
 	pending    []string // alarms to print in the next output
+	typing     []typingAlarm
+	alarmSeq   int
+	longAlarms bool
 	model      Model
 	commands   int
 	conns      map[net.Conn]bool
@@ -269,7 +272,7 @@ func (o *OLT) PlugONT(a AutofindONT) {
 	if !o.alarms {
 		return
 	}
-	o.pending = append(o.pending, alarmText(o.now(), "The ONT is discovered by autofind",
+	o.pending = append(o.pending, o.alarmText("The ONT is discovered by autofind",
 		fmt.Sprintf("F/S/P: %s, SN: %s", a.Port, a.SN)))
 }
 
@@ -300,22 +303,41 @@ func (o *OLT) SetAlarms(on bool) { o.mu.Lock(); o.alarms = on; o.mu.Unlock() }
 func (o *OLT) InjectAlarm(name string) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	o.pending = append(o.pending, alarmText(o.now(), name, "FrameID: 0, SlotID: 1, PortID: 0"))
+	o.pending = append(o.pending, o.alarmText(name, "FrameID: 0, SlotID: 1, PortID: 0"))
 }
+
+// TypingAlarm makes the OLT print an alarm block while the next command
+// line is being echoed, after its first at characters (0: before the
+// echo), then reprint the prompt and the part already typed and go on
+// echoing, as a real OLT does (netmiko issue 3559).
+func (o *OLT) TypingAlarm(name string, at int) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.typing = append(o.typing, typingAlarm{name: name, at: at})
+}
+
+type typingAlarm struct {
+	name string
+	at   int
+}
+
+// SetLongAlarms makes every alarm block several kilobytes long (an advice
+// field of many lines).
+func (o *OLT) SetLongAlarms(on bool) { o.mu.Lock(); o.longAlarms = on; o.mu.Unlock() }
 
 // AsyncAlarm prints an alarm block at once to every session waiting at
 // its prompt, and reprints the prompt after it, as a real OLT does between
 // commands.
 func (o *OLT) AsyncAlarm(name string) {
 	o.mu.Lock()
-	text := alarmText(o.now(), name, "FrameID: 0, SlotID: 1, PortID: 0, ONT ID: 0")
+	text := o.alarmText(name, "FrameID: 0, SlotID: 1, PortID: 0, ONT ID: 0")
 	var idle []*session
 	for s := range o.idle {
 		idle = append(idle, s)
 	}
 	o.mu.Unlock()
 	for _, s := range idle {
-		s.write(text + s.prompt())
+		s.write(text + o.cfg.PromptIndent + s.prompt())
 	}
 }
 
@@ -465,9 +487,61 @@ func (o *OLT) RunningConfig() string {
 	return o.renderConfig("")
 }
 
-func alarmText(now time.Time, name, params string) string {
-	return fmt.Sprintf("\n  ! EVENT WARNING %s\n  ALARM NAME :%s\n  PARAMETERS :%s\n\n",
-		now.Format("2006-01-02 15:04:05-07:00"), name, params)
+// alarmText is an alarm block as real OLTs print it (the capture of
+// netmiko issue 3559): a numbered header with a date, a blank line, the
+// alarm line broken where it passes the screen's width (its time stamp
+// continues at the start of the next line), fields whose values wrap onto
+// lines indented under the value, and the end marker. With long alarms
+// the advice runs to several kilobytes. o.mu is held.
+func (o *OLT) alarmText(name, params string) string {
+	o.alarmSeq++
+	now := o.now()
+	stamp := now.Format("02/01/2006 15:04:05-07:00")
+	var b strings.Builder
+	fmt.Fprintf(&b, "\n  ! %d [%s]:\n\n", o.alarmSeq, stamp)
+	line := fmt.Sprintf("  ALARM %d FAULT WARNING 0x2e112007 SERVICE QUALITY %s", 10000+o.alarmSeq, stamp)
+	if i := strings.LastIndexByte(line[:alarmWidth], ' '); len(line) > alarmWidth && i > 0 {
+		line = line[:i+1] + "\n" + line[i+1:]
+	}
+	b.WriteString(line + "\n")
+	advice := "(1) Check tributary optical fiber connection and backbone optical fiber orderly, clean the fiber connector and replace the fiber if necessary (2) Ensure that the optical attenuation of the optical path is normal (3) Reset the ONT or replace the ONT"
+	if o.longAlarms {
+		var a []string
+		for i := 1; i <= 40; i++ {
+			a = append(a, fmt.Sprintf("(%d) Check the optical splitter and the connectors of branch %d, measure the received power and compare it with the budget of the optical distribution network", i, i))
+		}
+		advice = strings.Join(a, " ")
+	}
+	for _, f := range [][2]string{{"ALARM NAME", name}, {"SRVEFF", "SA"}, {"PARAMETERS", params},
+		{"DESCRIPTION", "The OLT cannot receive expected optical signals from the ONT in four consecutive frames"},
+		{"CAUSE", "(1) The fiber is broken (2) The quality of the optical path is poor (3) The ONT hardware fails"},
+		{"ADVICE", advice}} {
+		b.WriteString(wrapField(f[0], f[1]))
+	}
+	b.WriteString("  --- END\n\n")
+	return b.String()
+}
+
+// alarmWidth is where the OLT breaks the lines of an alarm.
+const alarmWidth = 78
+
+// wrapField prints `  NAME        : value`, the value wrapped at word
+// boundaries onto lines indented under it, each piece keeping its
+// trailing blank as the device does.
+func wrapField(name, value string) string {
+	head := fmt.Sprintf("  %-12s: ", name)
+	indent := strings.Repeat(" ", len(head))
+	var b strings.Builder
+	cur := head
+	for _, w := range strings.Fields(value) {
+		if len(cur)+len(w) > alarmWidth && strings.TrimSpace(cur) != strings.TrimSpace(head) && cur != indent {
+			b.WriteString(cur + "\n")
+			cur = indent
+		}
+		cur += w + " "
+	}
+	b.WriteString(strings.TrimRight(cur, " ") + "\n")
+	return b.String()
 }
 
 func (o *OLT) serve(ctx context.Context, l net.Listener, handle func(context.Context, net.Conn)) {

@@ -80,6 +80,14 @@ func goldenParsers() map[string]func(string) any {
 	rows := func(s string) any { return Rows(s) }
 	session := func(s string) any { return ParseSession(s) }
 	return map[string]func(string) any{
+		"huawei_alarm_while_typing__netmiko-issue-3559.txt": func(s string) any {
+			text, blocks := Clean(s)
+			parsed := []Alarm{}
+			for _, b := range blocks {
+				parsed = append(parsed, ParseAlarm(b))
+			}
+			return map[string]any{"text": text, "alarms": blocks, "parsed": parsed}
+		},
 		"huawei_config_mode_prompts_profiles__ea5800-x2-guide.txt":             session,
 		"huawei_display_board_0_6_gpon_ports__ma5800x7-health-test.txt":        func(s string) any { return ParseBoardPorts(s, "0/6") },
 		"huawei_display_board_0__ma5800x7-health-test.txt":                     func(s string) any { return ParseBoards(s) },

@@ -124,10 +124,10 @@ func ParseONTTable(raw string) ONTTable {
 			}
 			continue
 		}
-		if m := descRowRe.FindStringSubmatch(l); m != nil {
-			port, _ := FSP(m[1])
-			if i, ok := idx[port+"#"+m[2]]; ok {
-				segs[i] = []descSeg{{text: m[3]}}
+		if m := descRowRe.FindStringSubmatchIndex(l); m != nil {
+			port, _ := FSP(l[m[2]:m[3]])
+			if i, ok := idx[port+"#"+l[m[4]:m[5]]]; ok {
+				segs[i] = []descSeg{{text: l[m[6]:m[7]], col: m[6]}}
 				last = i
 			}
 			continue
@@ -145,6 +145,7 @@ type descSeg struct {
 	text string
 	lead int  // blanks before it on its line (continuations)
 	cont bool // a continuation line
+	col  int  // the column the description starts at (first pieces)
 }
 
 // joinDescriptions rebuilds wrapped descriptions. The OLT wraps at a fixed
@@ -153,14 +154,25 @@ type descSeg struct {
 // (one more blank of indentation): a piece shorter than the width had
 // trailing blanks, a continuation indented more than the others had
 // leading ones.
+//
+// Continuations are printed under the description's first character (as
+// the device prints the wrapped values of its detail view): a piece
+// indented one more had a leading blank. When they are printed left of
+// it, the least indented continuation is taken as the column instead.
 func joinDescriptions(onts []driver.ONT, segs map[int][]descSeg) {
-	minLead := -1
+	minLead, col := -1, -1
 	for _, ss := range segs {
 		for _, sg := range ss {
 			if sg.cont && (minLead < 0 || sg.lead < minLead) {
 				minLead = sg.lead
 			}
+			if !sg.cont && (col < 0 || sg.col < col) {
+				col = sg.col
+			}
 		}
+	}
+	if col >= 0 && minLead >= col {
+		minLead = col
 	}
 	printed := func(sg descSeg) int { return leadOf(sg, minLead) + len(sg.text) }
 	width := 0
