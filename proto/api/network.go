@@ -3,6 +3,8 @@ package api
 import (
 	"encoding/json"
 	"time"
+
+	"routerd.dev/proto/event"
 )
 
 // The router's own network configuration (Document 1, "Network
@@ -224,5 +226,101 @@ var (
 		Service: "netcfg", Name: "network.adopt", Status: 201, Event: NetworkAdoptedEvent,
 		Summary: "Start managing the router's network (not shown in the spec): store the ports as the kernel has them now (name, MAC, MTU, up) as the network document, changing nothing in the kernel. 201 with the document; 409 when one is stored already; 404 for a named port that does not exist.",
 		REST:    []REST{{"POST", "/network/adopt"}},
+	})
+)
+
+// The immediate VLAN and address operations of the monitor's settings
+// tab (POST /network/vlan-*, /network/ip-*): not timed, no version;
+// whatever could cut the router off is refused first (409, `refused`).
+
+// NetVLANCheck is POST /network/vlan-check.
+type NetVLANCheck struct {
+	Name   string `json:"name" api:"required" pattern:"^(vlan|svlan)[0-9]{1,4}(\\.[0-9]{1,4})?$" hint:"vlan<id>, svlan<id> or svlan<id>.<cvlan>"`
+	Action string `json:"action" doc:"delete checks a delete; anything else a disable"`
+	Local  string `json:"local" api:"format=ip" doc:"the router address the caller came to"`
+}
+
+// NetCheckAnswer answers vlan-check and ip-check: what would be refused
+// and what would be affected; nothing changes.
+type NetCheckAnswer struct {
+	Result
+	Name    string   `json:"name,omitempty"`
+	Refused []string `json:"refused"`
+	Impact  []string `json:"impact"`
+}
+
+// NetVLANAdd is POST /network/vlan-add.
+type NetVLANAdd struct {
+	Parent   string `json:"parent" api:"required" pattern:"^[A-Za-z0-9_.@:-]{1,15}$" hint:"an existing port, bond or S-VLAN"`
+	VLANID   int    `json:"vlan_id" api:"required,min=1,max=4094"`
+	Protocol string `json:"protocol" doc:"802.1ad for QinQ (an S-VLAN); anything else 802.1Q"`
+	IP       string `json:"ip" api:"format=cidr"`
+	IPv6     string `json:"ipv6" api:"format=cidr"`
+	Label    string `json:"label" api:"maxlen=80"`
+	Serve    *bool  `json:"serve" doc:"default true; false = bare link"`
+}
+
+// NetVLANChange is POST /network/vlan-disable, -enable and -delete.
+type NetVLANChange struct {
+	Name   string `json:"name" api:"required" pattern:"^(vlan|svlan)[0-9]{1,4}(\\.[0-9]{1,4})?$" hint:"vlan<id>, svlan<id> or svlan<id>.<cvlan>"`
+	Reason string `json:"reason" api:"maxlen=200" doc:"disable: a note kept with the VLAN"`
+	Local  string `json:"local" api:"format=ip" doc:"the router address the caller came to"`
+}
+
+// NetIPChange is POST /network/ip-check, ip-add and ip-delete.
+type NetIPChange struct {
+	Iface string `json:"iface" api:"required" pattern:"^[A-Za-z0-9_.@:-]{1,15}$" hint:"a port, bond or VLAN"`
+	IP    string `json:"ip" api:"required,format=cidr" doc:"CIDR"`
+	Local string `json:"local" api:"format=ip" doc:"the router address the caller came to"`
+}
+
+var (
+	// NetVLANCheckOp is POST /network/vlan-check.
+	NetVLANCheckOp = Define[NetVLANCheck, NetCheckAnswer](Meta{
+		Service: "netcfg", Name: "network.vlan-check", Read: true,
+		Summary: "What a disable (or, with action=delete, a delete) of a VLAN would refuse and affect; changes nothing. 404 when the VLAN is not configured.",
+		REST:    []REST{{"POST", "/network/vlan-check"}},
+	})
+	// NetVLANAddOp is POST /network/vlan-add.
+	NetVLANAddOp = Define[NetVLANAdd, VLANAddAnswer](Meta{
+		Service: "netcfg", Name: "network.vlan-add", Event: event.VLANCreated,
+		Summary: "As POST /vlans, answered 200 on success (otherwise the underlying 400-599).",
+		REST:    []REST{{"POST", "/network/vlan-add"}},
+	})
+	// NetVLANDisableOp is POST /network/vlan-disable.
+	NetVLANDisableOp = Define[NetVLANChange, VLANDisableAnswer](Meta{
+		Service: "netcfg", Name: "network.vlan-disable", Event: event.VLANDisabled,
+		Summary: "As POST /vlans/disable, refused (409 with `refused`) when a default route (live or configured) goes out of the VLAN, when it holds an SSH session's address, the API listen address or `local`, when interfaces run on top of it, clients are registered on it or CGNAT translates through it; 404 not configured.",
+		REST:    []REST{{"POST", "/network/vlan-disable"}},
+	})
+	// NetVLANEnableOp is POST /network/vlan-enable.
+	NetVLANEnableOp = Define[NetVLANChange, VLANEnableAnswer](Meta{
+		Service: "netcfg", Name: "network.vlan-enable", Event: event.VLANEnabled,
+		Summary: "As POST /vlans/enable; 404 not configured.",
+		REST:    []REST{{"POST", "/network/vlan-enable"}},
+	})
+	// NetVLANDeleteOp is POST /network/vlan-delete.
+	NetVLANDeleteOp = Define[NetVLANChange, VLANDeleteAnswer](Meta{
+		Service: "netcfg", Name: "network.vlan-delete", Event: event.VLANDeleted,
+		Summary: "As DELETE /vlans, refused (409 with `refused`) as vlan-disable is, and while any interface runs on top; 404 not configured.",
+		REST:    []REST{{"POST", "/network/vlan-delete"}},
+	})
+	// NetIPCheckOp is POST /network/ip-check.
+	NetIPCheckOp = Define[NetIPChange, NetCheckAnswer](Meta{
+		Service: "netcfg", Name: "network.ip-check", Read: true,
+		Summary: "What removing an address would refuse and affect; changes nothing.",
+		REST:    []REST{{"POST", "/network/ip-check"}},
+	})
+	// NetIPAddOp is POST /network/ip-add.
+	NetIPAddOp = Define[NetIPChange, AddrAnswer](Meta{
+		Service: "netcfg", Name: "network.ip-add",
+		Summary: "As POST /ip, answered 200 (`persisted`); 409 for a service VLAN.",
+		REST:    []REST{{"POST", "/network/ip-add"}},
+	})
+	// NetIPDeleteOp is POST /network/ip-delete.
+	NetIPDeleteOp = Define[NetIPChange, AddrAnswer](Meta{
+		Service: "netcfg", Name: "network.ip-delete",
+		Summary: "As DELETE /ip, refused (409 with `refused`) for a service VLAN, an address leased by DHCP, an SSH session's, the API's or `local` address, one through which the default route's gateway is reached, or a registered client's gateway.",
+		REST:    []REST{{"POST", "/network/ip-delete"}},
 	})
 )

@@ -44,6 +44,7 @@ var Table = []Operation{
 
 	// The router's own network configuration (Document 1; netcfg).
 	NetworkGet, NetworkPlanOp, NetworkApplyOp, NetworkConfirmOp, NetworkRollbackOp, NetworkAdoptOp,
+	NetVLANCheckOp, NetVLANAddOp, NetVLANDisableOp, NetVLANEnableOp, NetVLANDeleteOp, NetIPCheckOp, NetIPAddOp, NetIPDeleteOp,
 
 	// DHCP (Document 2; not on HTTP yet).
 	LeasesList, LeasesGet, PDSync, DHCPStatus,

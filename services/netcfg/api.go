@@ -36,6 +36,14 @@ func (s *Service) Endpoints() []bus.Endpoint {
 		bus.Bind(api.NetworkConfirmOp, s.networkConfirm),
 		bus.Bind(api.NetworkRollbackOp, s.networkRollback),
 		bus.Bind(api.NetworkAdoptOp, s.networkAdopt),
+		bus.Bind(api.NetVLANCheckOp, s.netVLANCheck),
+		bus.Bind(api.NetVLANAddOp, s.netVLANAdd),
+		bus.Bind(api.NetVLANDisableOp, s.netVLANDisable),
+		bus.Bind(api.NetVLANEnableOp, s.netVLANEnable),
+		bus.Bind(api.NetVLANDeleteOp, s.netVLANDelete),
+		bus.Bind(api.NetIPCheckOp, s.netIPCheck),
+		bus.Bind(api.NetIPAddOp, s.netIPAdd),
+		bus.Bind(api.NetIPDeleteOp, s.netIPDelete),
 	}
 }
 

@@ -289,3 +289,91 @@ func toStrings(v any) []string {
 	}
 	return out
 }
+
+// TestNetworkIPOperations: /network/ip-add, ip-check and ip-delete on a
+// port of the host kernel, with the refusals of Document 1 (local, the
+// default route's gateway, a DHCP-leased address) and of the clients'
+// owner (a registered client's gateway, asked of a stand-in subscribers
+// service; not running: nothing refused, and said in the log).
+func TestNetworkIPOperations(t *testing.T) {
+	ns := testenv.Netns(t)
+	port(t, ns)
+	veth(t, ns, "p1", "p1x")
+	env := testenv.Start(t)
+	r := &netRig{t: t, env: env, ns: ns, state: t.TempDir()}
+	r.start(time.Minute)
+
+	if m := r.do(api.NetIPAddOp, map[string]any{"iface": "p1", "ip": "198.51.100.1/24"}, 200); m["persisted"] != true {
+		t.Fatalf("ip-add: %v", m)
+	}
+	if out := testenv.Run(t, ns, "ip", "addr", "show", "p1"); !strings.Contains(out, "198.51.100.1/24") {
+		t.Fatalf("ip-add not in the kernel:\n%s", out)
+	}
+	c := r.do(api.NetIPCheckOp, map[string]any{"iface": "p1", "ip": "198.51.100.1/24", "local": "198.51.100.1"}, 200)
+	if ref := toStrings(c["refused"]); len(ref) != 1 || !strings.Contains(ref[0], "local") || len(toStrings(c["impact"])) != 1 {
+		t.Errorf("ip-check: %v", c)
+	}
+	r.do(api.NetIPDeleteOp, map[string]any{"iface": "p1", "ip": "198.51.100.1/24", "local": "198.51.100.1"}, 409)
+
+	// The default route's gateway is reached through r0's address.
+	testenv.Run(t, ns, "ip", "route", "add", "default", "via", "192.0.2.254")
+	if m := r.do(api.NetIPDeleteOp, map[string]any{"iface": "r0", "ip": "192.0.2.1/24"}, 409); !strings.Contains(strings.Join(toStrings(m["refused"]), " "), "default route's gateway") {
+		t.Errorf("default route refusal: %v", m)
+	}
+	// A leased address (finite lifetime) is not the operator's to remove.
+	testenv.Run(t, ns, "ip", "addr", "add", "203.0.113.9/24", "dev", "p1", "valid_lft", "300", "preferred_lft", "300")
+	if m := r.do(api.NetIPDeleteOp, map[string]any{"iface": "p1", "ip": "203.0.113.9/24"}, 409); !strings.Contains(strings.Join(toStrings(m["refused"]), " "), "leased by DHCP") {
+		t.Errorf("leased refusal: %v", m)
+	}
+	doc := r.do(api.NetworkGet, nil, 200)
+	var leased map[string]any
+	for _, a := range doc["addresses"].([]any) {
+		if a.(map[string]any)["cidr"] == "203.0.113.9/24" {
+			leased = a.(map[string]any)
+		}
+	}
+	if leased == nil || leased["dynamic"] != true || leased["source"] != "kernel" || leased["configured"] != false {
+		t.Errorf("leased address record: %v", leased)
+	}
+	if u := toStrings(doc["uplinks"]); len(u) != 1 || u[0] != "r0" {
+		t.Errorf("uplinks: %v", doc["uplinks"])
+	}
+
+	// A registered client's gateway, from the clients' owner.
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- bus.Run(ctx, env.NC, bus.ServiceConfig{Name: "subscribers", Version: "0.0.0", Log: testenv.Log(t), Endpoints: []bus.Endpoint{
+			bus.Bind(api.ClientsPage, func(_ context.Context, in *api.ClientPageRequest) (*api.ClientPage, error) {
+				cs := []api.Client{}
+				if in.Iface == "p1" {
+					cs = append(cs, api.Client{MAC: "AA:BB:CC:DD:EE:01", IP: "198.51.100.50", Iface: "p1", Gateway: "198.51.100.1"})
+				}
+				return &api.ClientPage{Count: len(cs), Clients: cs}, nil
+			}),
+		}})
+	}()
+	testenv.WaitFor(t, 10*time.Second, "stand-in subscribers", func() bool {
+		_, err := bus.Call(context.Background(), env.NC, api.ClientsPage.Subject(), &pb.Request{Method: "GET"})
+		return err == nil
+	})
+	if m := r.do(api.NetIPDeleteOp, map[string]any{"iface": "p1", "ip": "198.51.100.1/24"}, 409); !strings.Contains(strings.Join(toStrings(m["refused"]), " "), "gateway of 1 registered client") {
+		t.Errorf("client gateway refusal: %v", m)
+	}
+	// DELETE /ip too.
+	if st, m := call(t, env, api.AddrDelete.Subject(), "DELETE", map[string]any{"iface": "p1", "ip": "198.51.100.1/24"}); st != 409 {
+		t.Errorf("DELETE /ip of a client's gateway: %d %v", st, m)
+	}
+	cancel()
+	<-done
+	testenv.WaitFor(t, 10*time.Second, "stand-in gone", func() bool {
+		_, err := bus.Call(context.Background(), env.NC, api.ClientsPage.Subject(), &pb.Request{Method: "GET"})
+		return err != nil
+	})
+	r.do(api.NetIPDeleteOp, map[string]any{"iface": "p1", "ip": "198.51.100.1/24"}, 200)
+	if out := testenv.Run(t, ns, "ip", "addr", "show", "p1"); strings.Contains(out, "198.51.100.1/24") {
+		t.Errorf("ip-delete left the address:\n%s", out)
+	}
+	r.do(api.NetVLANCheckOp, map[string]any{"name": "vlan100"}, 404)
+	r.do(api.NetVLANDeleteOp, map[string]any{"name": "vlan100"}, 404)
+}

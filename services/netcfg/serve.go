@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/netip"
+	"strings"
 
 	"github.com/nats-io/nats.go"
 
@@ -85,6 +86,17 @@ func (d dhcpServer) Unserve(ctx context.Context, name string) vlan.Unserved {
 	}
 	if _, err := bus.Invoke(ctx, d.nc, api.PDDelete, &api.PDIface{Iface: name}); err != nil {
 		failed("DELETE /pd", err)
+	}
+	// Its NAT pool and port forwards, from cgnat (not running: none).
+	if a, err := bus.Invoke(ctx, d.nc, api.CGNATIfaceRemove, &api.NATIface{Iface: name}); err != nil {
+		if ae := apierr.From(err); ae.Kind != apierr.KindNotFound && !(ae.Kind == apierr.KindUnavailable && strings.Contains(ae.Message, "not running")) {
+			u.Errors = append(u.Errors, "NAT: "+err.Error())
+		}
+	} else {
+		if a.RemovedNAT {
+			u.NAT = true
+		}
+		u.Forwards = a.RemovedForwards
 	}
 	if d.routes != nil {
 		managed, err := d.routes.Managed(ctx)

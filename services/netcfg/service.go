@@ -100,6 +100,7 @@ func New(d Deps) (*Service, error) {
 	routes := route.NewTable(st, nl, d.Now)
 	vlans := vlan.NewBook(st, nl, d.Now)
 	vlans.Serving = dhcpServer{nc: d.NC, routes: routes}
+	vlans.Uses = users{nc: d.NC, log: d.Log}
 	svc := &Service{deps: d, nl: nl, st: st, routes: routes, vlans: vlans, pub: bus.NewPublisher(d.NC, Name, d.Log)}
 	svc.net.started = d.Now()
 	// sock_diag (the SSH sessions of the lock-out rules) needs a socket of

@@ -74,6 +74,17 @@ type Book struct {
 	// operations, asked over the bus by the service); nil serves nothing
 	// and says so.
 	Serving Server
+	// Uses asks the other services what depends on a VLAN or an address
+	// (registered clients, CGNAT); nil: nothing does.
+	Uses Users
+}
+
+// Users are the other services' refusals of a VLAN disable or delete and
+// of an address delete, each reason a sentence; none when nothing
+// depends on it (or when the owning service is not running).
+type Users interface {
+	VLANInUse(ctx context.Context, name string, deleting bool) []string
+	AddrInUse(ctx context.Context, iface string, addr netip.Addr) []string
 }
 
 // Server serves a new VLAN: DHCPv4 when it has an IPv4 address, DHCPv6
@@ -95,10 +106,12 @@ type Server interface {
 
 // Unserved is what the owners removed for a deleted VLAN.
 type Unserved struct {
-	Subnets []string
-	PDPool  any
-	Routes  []string
-	Errors  []string
+	Subnets  []string
+	PDPool   any
+	Routes   []string
+	NAT      any
+	Forwards []string
+	Errors   []string
 }
 
 // NewBook manages VLANs through nl, storing in st.
@@ -402,6 +415,9 @@ func (b *Book) Delete(ctx context.Context, in *api.VLANRef) (*api.VLANDeleteAnsw
 			return nil, apierr.Conflict("%s is the parent of %s", r.Name, o.Name).With("fix", "delete "+o.Name+" first")
 		}
 	}
+	if err := b.inUse(ctx, r.Name, true); err != nil {
+		return nil, err
+	}
 	// Its subnets, delegation pool and routes go first, while the link
 	// and its addresses are still there for their owners to find.
 	var un Unserved
@@ -422,7 +438,7 @@ func (b *Book) Delete(ctx context.Context, in *api.VLANRef) (*api.VLANDeleteAnsw
 		return nil, kernelErr(err, "the kernel refused to remove %s: %v", r.Name, err)
 	}
 	a := &api.VLANDeleteAnswer{Result: api.Result{Message: "VLAN " + r.Name + " deleted"}, Name: r.Name,
-		RemovedSubnets: nonNil(un.Subnets), RemovedPDPool: un.PDPool, RemovedRoutes: nonNil(un.Routes), RemovedForwards: []string{},
+		RemovedSubnets: nonNil(un.Subnets), RemovedPDPool: un.PDPool, RemovedRoutes: nonNil(un.Routes), RemovedNAT: un.NAT, RemovedForwards: nonNil(un.Forwards),
 		Kept: map[string]any{"rrd": nil}}
 	if len(un.Errors) > 0 {
 		a.Message += "; not everything depending on it could be removed: " + strings.Join(un.Errors, "; ")
@@ -450,6 +466,9 @@ func (b *Book) Disable(ctx context.Context, in *api.VLANRef) (*api.VLANDisableAn
 			return nil, apierr.Conflict("%s has the enabled VLAN %s on top; disable it first", r.Name, o.Name).With("fix", "disable "+o.Name+" first")
 		}
 	}
+	if err := b.inUse(ctx, r.Name, false); err != nil {
+		return nil, err
+	}
 	old := r
 	r.Enabled, r.DisabledAt, r.Reason = false, b.now().Format(TimeLayout), in.Reason
 	if err := b.change(ctx, recs, old, r, rev); err != nil {
@@ -458,6 +477,18 @@ func (b *Book) Disable(ctx context.Context, in *api.VLANRef) (*api.VLANDisableAn
 	return &api.VLANDisableAnswer{Result: api.Result{Message: "VLAN " + r.Name + " disabled"}, Name: r.Name,
 		DisabledAt: r.DisabledAt, Reason: r.Reason, TookOffline: []string{"link"},
 		Kept: "addresses, subnets, delegation range, NAT pool, forwards, routes and client reservations are kept", ForwardsStillActive: []string{}}, nil
+}
+
+// inUse is the other services' refusal of a disable or delete: 409 with
+// each reason under refused.
+func (b *Book) inUse(ctx context.Context, name string, deleting bool) error {
+	if b.Uses == nil {
+		return nil
+	}
+	if why := b.Uses.VLANInUse(ctx, name, deleting); len(why) > 0 {
+		return apierr.Conflict("%s", strings.Join(why, "; ")).With("refused", why)
+	}
+	return nil
 }
 
 // Enable answers POST /vlans/enable.
@@ -649,6 +680,13 @@ func (b *Book) AddAddr(ctx context.Context, in *api.AddrChange) (*api.AddrAnswer
 func (b *Book) DeleteAddr(ctx context.Context, in *api.AddrChange) (*api.AddrAnswer, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.Uses != nil {
+		if p, err := netip.ParsePrefix(in.IP); err == nil {
+			if why := b.Uses.AddrInUse(ctx, in.Iface, p.Addr().Unmap()); len(why) > 0 {
+				return nil, apierr.Conflict("%s", strings.Join(why, "; ")).With("refused", why)
+			}
+		}
+	}
 	a, p, err := b.deleteAddr(ctx, in)
 	if err != nil || b.Serving == nil {
 		return a, err
