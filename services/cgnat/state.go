@@ -284,7 +284,7 @@ func (s *Service) Reconcile(ctx context.Context) (int, error) {
 func (s *Service) reconcileLocked() (int, error) {
 	rules := s.desiredRulesLocked()
 	elems := s.desiredElemsLocked()
-	st, err := s.k.Read()
+	st, err := s.k.ReadExpecting(len(elems))
 	if err != nil {
 		return 0, err
 	}

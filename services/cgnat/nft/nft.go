@@ -297,7 +297,12 @@ type RuleRef struct {
 }
 
 // Read lists the table: its rules by identity and the map's elements.
-func (k *K) Read() (*State, error) {
+func (k *K) Read() (*State, error) { return k.ReadExpecting(-1) }
+
+// ReadExpecting is Read when the caller expects n elements: a first dump
+// of exactly n is taken as whole, saving the second dump that otherwise
+// confirms the count.
+func (k *K) ReadExpecting(n int) (*State, error) {
 	c, err := k.conn()
 	if err != nil {
 		return nil, err
@@ -358,7 +363,7 @@ func (k *K) Read() (*State, error) {
 		if els, err = c.GetSetElements(subs); err != nil {
 			return nil, err
 		}
-		if len(els) == prev {
+		if len(els) == prev || len(els) == n {
 			break
 		}
 		prev = len(els)
