@@ -38,6 +38,7 @@ import (
 	"github.com/google/nftables"
 	"github.com/google/nftables/binaryutil"
 	"github.com/google/nftables/expr"
+	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 
 	"routerd.dev/proto/kernel"
@@ -92,9 +93,9 @@ type Kernel struct {
 
 // Open connects to nftables in ns.
 func Open(ns *netns.NS) (*Kernel, error) {
-	c, err := nftables.New(nftables.WithNetNSFd(ns.FD()), nftables.AsLasting())
+	c, err := dial(ns)
 	if err != nil {
-		return nil, fmt.Errorf("nftables in %q: %w", ns.Path(), err)
+		return nil, err
 	}
 	k := &Kernel{c: c, table: &nftables.Table{Name: Table, Family: nftables.TableFamilyINet}}
 	k.sets = map[string]*nftables.Set{
@@ -107,6 +108,32 @@ func Open(ns *netns.NS) (*Kernel, error) {
 		SetGuarded: {Table: k.table, Name: SetGuarded, KeyType: nftables.TypeInetService},
 	}
 	return k, nil
+}
+
+// dial opens a lasting nftables connection in ns whose socket buffers
+// hold a whole rebuild: a batch is one sendmsg, and 100,000 elements are
+// megabytes (SO_SNDBUFFORCE and SO_RCVBUFFORCE need CAP_NET_ADMIN, which
+// writing nftables needs anyway).
+func dial(ns *netns.NS) (*nftables.Conn, error) {
+	big := func(c *netlink.Conn) error {
+		raw, err := c.SyscallConn()
+		if err != nil {
+			return err
+		}
+		var serr error
+		if err := raw.Control(func(fd uintptr) {
+			serr = errors.Join(unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUFFORCE, 64<<20),
+				unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, 16<<20))
+		}); err != nil {
+			return err
+		}
+		return serr
+	}
+	c, err := nftables.New(nftables.WithNetNSFd(ns.FD()), nftables.AsLasting(), nftables.WithSockOptions(big))
+	if err != nil {
+		return nil, fmt.Errorf("nftables in %q: %w", ns.Path(), err)
+	}
+	return c, nil
 }
 
 // Close closes the connection (the table stays: blocks and bans hold while
@@ -151,8 +178,19 @@ func (k *Kernel) Rebuild(st State) error {
 		if err != nil {
 			return err
 		}
-		if err := c.AddSet(s, elems); err != nil {
+		// In slices: the element list is one netlink attribute of at most
+		// 64 KiB (see elemChunk).
+		first := elems
+		if len(first) > elemChunk {
+			first = first[:elemChunk]
+		}
+		if err := c.AddSet(s, first); err != nil {
 			return fmt.Errorf("nftables: set %s: %w", name, err)
+		}
+		for i := len(first); i < len(elems); i += elemChunk {
+			if err := c.SetAddElements(s, elems[i:min(i+elemChunk, len(elems))]); err != nil {
+				return fmt.Errorf("nftables: set %s: %w", name, err)
+			}
 		}
 	}
 	accept := nftables.ChainPolicyAccept

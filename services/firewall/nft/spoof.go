@@ -23,7 +23,11 @@ import (
 // router itself alike, and the sets every chain shares:
 //
 //	set bind4 { type ifname . ether_addr . ipv4_addr }                  IPv4 pairs (and ARP senders)
-//	set bind6 { type ifname . ether_addr . ipv6_addr; flags interval }  IPv6 addresses and prefixes
+//	set bind6_128, bind6_64, bind6_60, bind6_56, bind6_48
+//	    { type ifname . ether_addr . ipv6_addr }                        IPv6 addresses and prefixes of
+//	                                                                    those lengths (hash sets: the
+//	                                                                    source masked to the length)
+//	set bind6 { type ifname . ether_addr . ipv6_addr; flags interval }  prefixes of other lengths
 //	set exempt4, exempt6 { flags interval }                             passing from any MAC
 //
 //	chain sp_vlan100 { type filter hook ingress device "vlan100" priority -500; policy accept;
@@ -36,6 +40,9 @@ import (
 //
 // A binding is one element; an interface's mode changing is its chain
 // added or removed.
+
+// elemChunk is how many elements one netlink message carries.
+const elemChunk = 400
 
 // SpoofTable is the anti-spoofing table's name (family netdev).
 const SpoofTable = kernel.FirewallTable + "_spoof"
@@ -53,6 +60,30 @@ const (
 	SetExempt4 = "exempt4"
 	SetExempt6 = "exempt6"
 )
+
+// v6Lengths are the IPv6 prefix lengths with a hash set of their own; a
+// binding of another length goes to the interval set bind6 (a pipapo set,
+// whose every change copies its whole lookup table: tens of milliseconds
+// at tens of thousands of elements).
+var v6Lengths = []int{128, 64, 60, 56, 48}
+
+func v6Set(bits int) string {
+	for _, l := range v6Lengths {
+		if l == bits {
+			return fmt.Sprintf("%s_%d", SetBind6, l)
+		}
+	}
+	return SetBind6
+}
+
+// spoofSets lists the table's sets in the order they are written.
+func spoofSets() []string {
+	out := []string{SetBind4}
+	for _, l := range v6Lengths {
+		out = append(out, v6Set(l))
+	}
+	return append(out, SetBind6, SetExempt4, SetExempt6)
+}
 
 // Binding is one MAC and address (or prefix) on an interface.
 type Binding struct {
@@ -84,9 +115,9 @@ type Spoof struct {
 
 // OpenSpoof connects to nftables in ns.
 func OpenSpoof(ns *netns.NS) (*Spoof, error) {
-	c, err := nftables.New(nftables.WithNetNSFd(ns.FD()), nftables.AsLasting())
+	c, err := dial(ns)
 	if err != nil {
-		return nil, fmt.Errorf("nftables in %q: %w", ns.Path(), err)
+		return nil, err
 	}
 	s := &Spoof{c: c, table: &nftables.Table{Name: SpoofTable, Family: nftables.TableFamilyNetdev}, ifaces: map[string]bool{}}
 	s.sets = map[string]*nftables.Set{
@@ -96,6 +127,11 @@ func OpenSpoof(ns *netns.NS) (*Spoof, error) {
 			KeyType: nftables.MustConcatSetType(nftables.TypeIFName, nftables.TypeEtherAddr, nftables.TypeIP6Addr)},
 		SetExempt4: {Table: s.table, Name: SetExempt4, KeyType: nftables.TypeIPAddr, Interval: true},
 		SetExempt6: {Table: s.table, Name: SetExempt6, KeyType: nftables.TypeIP6Addr, Interval: true},
+	}
+	for _, l := range v6Lengths {
+		n := v6Set(l)
+		s.sets[n] = &nftables.Set{Table: s.table, Name: n, Concatenation: true,
+			KeyType: nftables.MustConcatSetType(nftables.TypeIFName, nftables.TypeEtherAddr, nftables.TypeIP6Addr)}
 	}
 	return s, nil
 }
@@ -125,17 +161,13 @@ func (s *Spoof) Rebuild(st SpoofState) error {
 	c.DelTable(s.table)
 	c.AddTable(s.table)
 	s.group = st.LogGroup
-	var b4, b6 []nftables.SetElement
+	all := map[string][]nftables.SetElement{}
 	for _, b := range st.Bindings {
-		e, v6, err := bindElement(b)
+		e, set, err := bindElement(b)
 		if err != nil {
 			return err
 		}
-		if v6 {
-			b6 = append(b6, e)
-		} else {
-			b4 = append(b4, e)
-		}
+		all[set] = append(all[set], e)
 	}
 	var ex4, ex6 []Element
 	for _, p := range st.Exempt {
@@ -153,22 +185,24 @@ func (s *Spoof) Rebuild(st SpoofState) error {
 	if err != nil {
 		return err
 	}
-	all := map[string][]nftables.SetElement{SetBind4: b4, SetBind6: b6, SetExempt4: e4, SetExempt6: e6}
-	for _, name := range []string{SetBind4, SetBind6, SetExempt4, SetExempt6} {
+	all[SetExempt4], all[SetExempt6] = e4, e6
+	for _, name := range spoofSets() {
 		elems := all[name]
 		set := s.sets[name]
 		set.ID = 0
-		// Large sets go in slices so that no netlink message grows past
-		// the socket's limits.
+		// Large sets go in slices: the element list is one netlink
+		// attribute, whose length is 16 bits (an IPv6 binding with its
+		// range end takes about 110 bytes), and a longer one is cut short
+		// without an error.
 		first := elems
-		if len(first) > 2000 {
-			first = first[:2000]
+		if len(first) > elemChunk {
+			first = first[:elemChunk]
 		}
 		if err := c.AddSet(set, first); err != nil {
 			return fmt.Errorf("nftables: set %s: %w", name, err)
 		}
-		for i := len(first); i < len(elems); i += 2000 {
-			if err := c.SetAddElements(set, elems[i:min(i+2000, len(elems))]); err != nil {
+		for i := len(first); i < len(elems); i += elemChunk {
+			if err := c.SetAddElements(set, elems[i:min(i+elemChunk, len(elems))]); err != nil {
 				return err
 			}
 		}
@@ -227,15 +261,12 @@ func (b *SpoofBatch) Bind(x Binding) { b.bind(x, true) }
 func (b *SpoofBatch) Unbind(x Binding) { b.bind(x, false) }
 
 func (b *SpoofBatch) bind(x Binding, add bool) {
-	e, v6, err := bindElement(x)
+	e, name, err := bindElement(x)
 	if err != nil {
 		b.err = err
 		return
 	}
-	set := b.s.sets[SetBind4]
-	if v6 {
-		set = b.s.sets[SetBind6]
-	}
+	set := b.s.sets[name]
 	if add {
 		err = b.s.c.SetAddElements(set, []nftables.SetElement{e})
 	} else {
@@ -326,24 +357,30 @@ func (s *Spoof) Count() (int, int, error) {
 	if err != nil {
 		return 0, 0, err
 	}
-	e6, err := s.c.GetSetElements(s.sets[SetBind6])
-	if err != nil {
-		return 0, 0, err
-	}
 	n6 := 0
-	for _, e := range e6 {
-		if !e.IntervalEnd {
-			n6++
+	for _, name := range spoofSets() {
+		if name == SetBind4 || name == SetExempt4 || name == SetExempt6 {
+			continue
+		}
+		e6, err := s.c.GetSetElements(s.sets[name])
+		if err != nil {
+			return 0, 0, err
+		}
+		for _, e := range e6 {
+			if !e.IntervalEnd {
+				n6++
+			}
 		}
 	}
 	return len(e4), n6, nil
 }
 
-// bindElement is a binding's set element: ifname . ether_addr . address,
-// each field padded to 4 bytes; IPv6 as a range (the address or prefix).
-func bindElement(b Binding) (nftables.SetElement, bool, error) {
+// bindElement is a binding's set element and the set it goes in:
+// ifname . ether_addr . address, each field padded to 4 bytes; an IPv6
+// prefix of a length without a set of its own as a range.
+func bindElement(b Binding) (nftables.SetElement, string, error) {
 	if len(b.MAC) != 6 || b.Iface == "" || len(b.Iface) >= unix.IFNAMSIZ || !b.Prefix.IsValid() {
-		return nftables.SetElement{}, false, fmt.Errorf("nftables: bad binding %s", b.Key())
+		return nftables.SetElement{}, "", fmt.Errorf("nftables: bad binding %s", b.Key())
 	}
 	head := make([]byte, 16+8)
 	copy(head, b.Iface)
@@ -351,14 +388,16 @@ func bindElement(b Binding) (nftables.SetElement, bool, error) {
 	p := b.Prefix.Masked()
 	if p.Addr().Is4() {
 		if !p.IsSingleIP() {
-			return nftables.SetElement{}, false, fmt.Errorf("nftables: IPv4 binding %s is not one address", p)
+			return nftables.SetElement{}, "", fmt.Errorf("nftables: IPv4 binding %s is not one address", p)
 		}
-		return nftables.SetElement{Key: append(head, p.Addr().AsSlice()...)}, false, nil
+		return nftables.SetElement{Key: append(head, p.Addr().AsSlice()...)}, SetBind4, nil
 	}
-	last := lastAddr(p)
 	key := append(append([]byte(nil), head...), p.Addr().AsSlice()...)
-	end := append(append([]byte(nil), head...), last.AsSlice()...)
-	return nftables.SetElement{Key: key, KeyEnd: end}, true, nil
+	if set := v6Set(p.Bits()); set != SetBind6 {
+		return nftables.SetElement{Key: key}, set, nil
+	}
+	end := append(append([]byte(nil), head...), lastAddr(p).AsSlice()...)
+	return nftables.SetElement{Key: key, KeyEnd: end}, SetBind6, nil
 }
 
 func lastAddr(p netip.Prefix) netip.Addr {
@@ -449,6 +488,18 @@ func (s *Spoof) addChain(iface string) {
 	rule("", cat(etherType(ipv6), linkLocal, ok)...)
 	rule("", cat(etherType(ipv6), nh(8, 16, 1), eq(1, make([]byte, 16)), ok)...)
 	rule("", cat(etherType(ipv6), nh(8, 16, 1), lookup(SetExempt6, 1), ok)...)
+	for _, l := range v6Lengths {
+		e := cat(etherType(ipv6), pair(&expr.Payload{DestRegister: 12, Base: expr.PayloadBaseLLHeader, Offset: 6, Len: 6},
+			nh(8, 16, 14)))
+		if l < 128 {
+			mask := lastAddr(netip.PrefixFrom(netip.IPv6Unspecified(), 0)).AsSlice()
+			for i := l; i < 128; i++ {
+				mask[i/8] &^= 0x80 >> (i % 8)
+			}
+			e = append(e, &expr.Bitwise{SourceRegister: 14, DestRegister: 14, Len: 16, Mask: mask, Xor: make([]byte, 16)})
+		}
+		rule("", cat(e, lookup(v6Set(l), 8), ok)...)
+	}
 	rule("", cat(etherType(ipv6), pair(&expr.Payload{DestRegister: 12, Base: expr.PayloadBaseLLHeader, Offset: 6, Len: 6},
 		nh(8, 16, 14)), lookup(SetBind6, 8), ok)...)
 	if l := logged(PrefixSpoof); l != nil {

@@ -35,7 +35,7 @@ func TestSpoofTableLoads(t *testing.T) {
 	}
 	out := testenv.Run(t, ns, "nft", "list", "table", "netdev", nft.SpoofTable)
 	t.Log(out)
-	for _, w := range []string{`"s0" . aa:bb:cc:00:00:05 . 10.0.0.5`, `2001:db8:100::/56`, `log prefix "ROUTER_SPOOF: " group 7`} {
+	for _, w := range []string{`"s0" . aa:bb:cc:00:00:05 . 10.0.0.5`, `"s0" . aa:bb:cc:00:00:05 . 2001:db8:100::`, `log prefix "ROUTER_SPOOF: " group 7`} {
 		if !strings.Contains(out, w) {
 			t.Errorf("lacks %s", w)
 		}
