@@ -179,7 +179,8 @@ func Run(ctx context.Context, cfg config.Config, opt Options) error {
 	if cfg.Runs(olt.Name) {
 		svc := olt.New(olt.Deps{NC: nc, KV: kv, StateDir: cfg.StateDir, Log: log.With("service", olt.Name),
 			PollEvery: time.Duration(cfg.OLTPollSeconds) * time.Second, BackupEvery: time.Duration(cfg.OLTBackupHours) * time.Hour,
-			BackupKeep: cfg.OLTBackupKeep})
+			BackupKeep: cfg.OLTBackupKeep, StallTimeout: time.Duration(cfg.OLTStallSeconds) * time.Second,
+			RxMinDBm: cfg.OLTRxMinDBm, RxMaxDBm: cfg.OLTRxMaxDBm})
 		run(olt.Name, svc.Run)
 	}
 	if cfg.Runs(routing.Name) {

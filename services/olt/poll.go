@@ -16,11 +16,25 @@ import (
 const DefaultPollEvery = time.Minute
 
 // Optical thresholds of a GPON ONT's received power (class B+): outside
-// them the poller publishes ont.optical.
+// them the poller publishes ont.optical. Deps.RxMinDBm and RxMaxDBm
+// (configuration olt_rx_min_dbm, olt_rx_max_dbm) replace them, e.g. -29
+// and -8 for class C+ optics.
 const (
 	MinRxDBm = -27.0
 	MaxRxDBm = -8.0
 )
+
+// rxThresholds are the poller's optical thresholds.
+func (s *Service) rxThresholds() (lo, hi float64) {
+	lo, hi = MinRxDBm, MaxRxDBm
+	if s.deps.RxMinDBm != 0 {
+		lo = s.deps.RxMinDBm
+	}
+	if s.deps.RxMaxDBm != 0 {
+		hi = s.deps.RxMaxDBm
+	}
+	return lo, hi
+}
 
 // Events of the poller, on router.events.olt.<kind>.
 const (
@@ -185,11 +199,12 @@ func (p *poller) read(ctx context.Context, d driver.Driver, t *target, st *seen)
 				continue
 			}
 			k := ontKey(port, r.ID)
-			out := *r.RxPowerDBm < MinRxDBm || *r.RxPowerDBm > MaxRxDBm
+			lo, hi := s.rxThresholds()
+			out := *r.RxPowerDBm < lo || *r.RxPowerDBm > hi
 			lowRx[k] = out
 			if out && !st.lowRx[k] {
 				s.pub.Publish(EventONTOptical, nil, map[string]any{"olt": name, "port": port, "ont_id": r.ID,
-					"sn": bySN[k].SN, "rx_power_dbm": *r.RxPowerDBm, "min": MinRxDBm, "max": MaxRxDBm})
+					"sn": bySN[k].SN, "rx_power_dbm": *r.RxPowerDBm, "min": lo, "max": hi})
 			}
 		}
 	}

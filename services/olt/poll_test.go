@@ -91,3 +91,28 @@ func TestPollerEvents(t *testing.T) {
 		}
 	}
 }
+
+// The optical thresholds are the service's configuration
+// (olt_rx_min_dbm, olt_rx_max_dbm), not only the class B+ defaults: an
+// ONT received at about -20 dBm is outside -12..-5 and reported with
+// them.
+func TestPollerOpticalThresholds(t *testing.T) {
+	r := start(t)
+	r.register(t, "lab", nil)
+	sub, err := r.env.NC.SubscribeSync("router.events.olt.ont.optical")
+	if err != nil {
+		t.Fatal(err)
+	}
+	envelope(t, r.do(t, "POST", "/olt/vlan-add", map[string]any{"vlan": 100}, nil), "vlan-add", 200)
+	envelope(t, r.do(t, "POST", "/olt/ont-add", map[string]any{"port": simPort, "sn": simSN, "vlan": 100, "down_kbps": 10000, "up_kbps": 5000}, nil), "ont-add", 200)
+	o := olt.New(olt.Deps{NC: r.env.NC, KV: r.env.KV, StateDir: r.state, PollEvery: 40 * time.Millisecond, BackupEvery: -1,
+		RxMinDBm: -12, RxMaxDBm: -5})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { o.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	d := waitEvent(t, sub, olt.EventONTOptical)
+	if d["sn"] != simSN || d["min"] != -12.0 || d["max"] != -5.0 || d["rx_power_dbm"].(float64) > -12 {
+		t.Errorf("ont.optical %v", d)
+	}
+}

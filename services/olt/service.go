@@ -57,7 +57,21 @@ type Deps struct {
 	// PollEvery is the period of the poller that reads each registered
 	// OLT for the monitor's events; 0 is DefaultPollEvery, negative none.
 	PollEvery time.Duration
+	// StallTimeout gives an OLT session up when nothing arrives for this
+	// long while a reply is awaited (a hung OLT, a link silently gone),
+	// instead of waiting for the operation's whole timeout; 0 is
+	// DefaultStallTimeout. save is bounded by its timeout only.
+	StallTimeout time.Duration
+	// RxMinDBm and RxMaxDBm are the optical thresholds of the poller's
+	// ont.optical events for OLTs whose record sets none; 0 is MinRxDBm /
+	// MaxRxDBm.
+	RxMinDBm, RxMaxDBm float64
 }
+
+// DefaultStallTimeout is the service's stall timeout: well under the
+// operations' default timeout (40 s), well over the longest silence of a
+// working OLT outside save.
+const DefaultStallTimeout = 20 * time.Second
 
 // DefaultBackupEvery is the period of the automatic backups: daily.
 const DefaultBackupEvery = 24 * time.Hour
@@ -88,13 +102,16 @@ func New(d Deps) *Service {
 	if d.StateDir == "" {
 		d.StateDir = filepath.Join(os.TempDir(), "routerd-olt")
 	}
+	if d.StallTimeout == 0 {
+		d.StallTimeout = DefaultStallTimeout
+	}
 	s := &Service{
 		deps: d, log: d.Log, now: d.Now, bgCtx: context.Background(),
 		st:   store.New(d.KV, Name),
 		seal: &sealer{path: filepath.Join(d.StateDir, KeyFile)},
 		pub:  bus.NewPublisher(d.NC, Name, d.Log),
 	}
-	s.drivers = huawei.NewDrivers(huawei.Deps{Logger: d.Log, SSHSeen: s.sshSeen, Alarm: s.alarm})
+	s.drivers = huawei.NewDrivers(huawei.Deps{Logger: d.Log, SSHSeen: s.sshSeen, Alarm: s.alarm, StallTimeout: d.StallTimeout})
 	return s
 }
 

@@ -72,6 +72,15 @@ type Config struct {
 	// OLTBackupKeep is how many configuration revisions each OLT keeps.
 	// 0 means 30. Example: 90.
 	OLTBackupKeep int `json:"olt_backup_keep"`
+	// OLTStallSeconds gives an OLT session up when the OLT sends nothing
+	// for this long while an answer is awaited, instead of waiting for the
+	// operation's whole timeout (save excepted). 0 means 20. Example: 30.
+	OLTStallSeconds int `json:"olt_stall_seconds"`
+	// OLTRxMinDBm and OLTRxMaxDBm are the received optical power outside
+	// which the olt poller reports an ONT (ont.optical). 0 means -27 and
+	// -8 (class B+). Example: -29 and -8 for class C+ optics.
+	OLTRxMinDBm float64 `json:"olt_rx_min_dbm"`
+	OLTRxMaxDBm float64 `json:"olt_rx_max_dbm"`
 	// BGPConfirmS is how long a BGP/OSPF change waits for POST /bgp/confirm
 	// before it is undone, in seconds; 0 is 120 (the spec's). Tests
 	// shorten it. Example: 120.
@@ -171,6 +180,9 @@ func (c *Config) Validate() error {
 	}
 	if c.PDReserve < 0 {
 		errs = append(errs, fmt.Errorf("pd_reserve %d is negative", c.PDReserve))
+	}
+	if c.OLTStallSeconds < 0 || c.OLTRxMinDBm < -50 || c.OLTRxMaxDBm > 10 || (c.OLTRxMinDBm != 0 && c.OLTRxMaxDBm != 0 && c.OLTRxMinDBm >= c.OLTRxMaxDBm) {
+		errs = append(errs, errors.New("olt_stall_seconds must be 0 (default) or positive; olt_rx_min_dbm (from -50) must be below olt_rx_max_dbm (up to 10)"))
 	}
 	if c.OLTPollSeconds < -1 || c.OLTBackupHours < -1 || c.OLTBackupKeep < 0 {
 		errs = append(errs, errors.New("olt_poll_seconds and olt_backup_hours must be -1 (off), 0 (default) or positive; olt_backup_keep 0 or positive"))

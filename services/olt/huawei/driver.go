@@ -71,6 +71,9 @@ type Deps struct {
 	// Alarm, when set, receives each asynchronous alarm block the OLT
 	// printed during an operation (taken out of the result).
 	Alarm func(host, alarm string)
+	// StallTimeout is the stall timeout of every Config that sets none;
+	// zero is DefaultStallTimeout.
+	StallTimeout time.Duration
 }
 
 // Driver is a Huawei SmartAX OLT.
@@ -125,6 +128,9 @@ func New(cfg Config, deps Deps) (*Driver, error) {
 	}
 	if cfg.IdleTimeout == 0 {
 		cfg.IdleTimeout = 4 * time.Minute
+	}
+	if cfg.StallTimeout == 0 {
+		cfg.StallTimeout = deps.StallTimeout
 	}
 	log := deps.Logger
 	if log == nil {
@@ -262,6 +268,12 @@ func (d *Driver) do(ctx context.Context, op string, o driver.Options, fn func(co
 			t.Exchanges = append(t.Exchanges, ex...)
 		}
 		return &driver.Error{Op: op, Err: err, Transcript: ex}
+	}
+	// save may print nothing for minutes while the OLT writes its flash:
+	// it is bounded by its timeout only.
+	s.stall = d.cfg.StallTimeout
+	if op == "save" {
+		s.stall = driver.EffectiveTimeout(op, o.Timeout)
 	}
 	c := &call{d: d, s: s, dry: o.DryRun && info.DryRun}
 	err = fn(ctx, c)

@@ -37,3 +37,20 @@ func TestStalledOLTFailsAfterTheStallTimeout(t *testing.T) {
 		})
 	}
 }
+
+// save may keep an OLT silent for longer than the stall timeout while it
+// writes its flash: it is bounded by its own timeout, the other
+// operations are not.
+func TestSaveOutlastsTheStallTimeout(t *testing.T) {
+	r := newRig(t, "telnet", sim.OLTConfig{NoPaging: true}, func(c *huawei.Config) { c.StallTimeout = 200 * time.Millisecond })
+	if _, err := r.drv.Boards(ctxT(t), driver.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	r.olt.SetLatency(500 * time.Millisecond)
+	if _, err := r.drv.Save(ctxT(t), driver.Options{}); err != nil {
+		t.Fatalf("save with a silent OLT: %v", err)
+	}
+	if _, err := r.drv.Boards(ctxT(t), driver.Options{}); err == nil || !strings.Contains(err.Error(), "sent nothing for 200ms") {
+		t.Fatalf("boards with a 500 ms silence and a 200 ms stall timeout: %v", err)
+	}
+}
