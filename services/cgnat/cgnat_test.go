@@ -238,3 +238,42 @@ func TestPoolNearlyFull(t *testing.T) {
 		t.Fatalf("waiting client not given the freed slot: %v", m)
 	}
 }
+
+// TestPoolShrinks: a smaller capacity leaves the subscribers past it
+// without a mapping (their slot kept, counted waiting); the first slot
+// freed below the capacity goes to them before new clients.
+func TestPoolShrinks(t *testing.T) {
+	ns := testenv.Netns(t)
+	link(t, ns, "up0", "up0p", "198.18.0.2/30")
+	r := newRig(t, ns)
+	ctx := context.Background()
+	r.want(t, 200, "POST", "/cgnat", map[string]any{"enabled": true, "iface": "up0", "pool": "203.0.113.9", "port_max": 1026, "block_size": 1})
+	for i := 0; i < 3; i++ {
+		if err := r.svc.UpsertClient(ctx, client(fmt.Sprintf("AA:00:00:00:02:0%d", i), fmt.Sprintf("10.77.2.%d", 10+i), "")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m := r.want(t, 200, "POST", "/cgnat", map[string]any{"port_max": 1025})
+	if st := m["status"].(map[string]any); st["capacity"].(float64) != 2 || st["assigned"].(float64) != 2 || st["waiting"].(float64) != 1 {
+		t.Fatalf("shrunk: %v", st)
+	}
+	if out := testenv.Run(t, ns, "nft", "list", "map", "ip", "routerd_cgnat", "cg_subs"); strings.Contains(out, "10.77.2.12") {
+		t.Fatalf("the subscriber past the capacity is still mapped:\n%s", out)
+	}
+	// A new client waits behind it.
+	if err := r.svc.UpsertClient(ctx, client("AA:00:00:00:02:09", "10.77.2.9", "")); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.svc.RemoveClient(ctx, "AA:00:00:00:02:01"); err != nil {
+		t.Fatal(err)
+	}
+	if m := r.want(t, 200, "GET", "/cgnat/lookup"+q("public_ip", "203.0.113.9", "port", "1025"), nil); m["mac"] != "AA:00:00:00:02:02" {
+		t.Fatalf("the freed slot: %v", m)
+	}
+	if out := testenv.Run(t, ns, "nft", "list", "map", "ip", "routerd_cgnat", "cg_subs"); !strings.Contains(out, "10.77.2.12 : 203.0.113.9 . 1025") {
+		t.Fatalf("moved subscriber not mapped:\n%s", out)
+	}
+	if m := r.want(t, 200, "GET", "/cgnat", nil); m["waiting"].(float64) != 1 || m["assigned"].(float64) != 2 {
+		t.Fatalf("the new client should still wait: %v", m)
+	}
+}

@@ -166,9 +166,44 @@ func (s *Service) releaseLocked(ctx context.Context, sub *Sub) error {
 	return nil
 }
 
-// fillLocked gives free slots to waiting clients, in MAC order.
+// fillLocked gives free slots below the capacity first to subscribers
+// whose slot lies past it (the pool shrank; lowest slot first), then to
+// waiting clients in MAC order.
 func (s *Service) fillLocked(ctx context.Context) {
-	if len(s.waiting) == 0 || s.alloc.Used() >= s.plan.Capacity() {
+	capacity := s.plan.Capacity()
+	var over []*Sub
+	for sl, sub := range s.bySlot {
+		if sl >= capacity {
+			over = append(over, sub)
+		}
+	}
+	sort.Slice(over, func(i, j int) bool { return over[i].Slot < over[j].Slot })
+	for _, sub := range over {
+		sl, ok := s.alloc.Next(capacity)
+		if !ok {
+			break
+		}
+		moved := *sub
+		moved.Slot = sl
+		if _, err := s.st.Txn().Put(s.keySlot(sub.MAC), moved).Commit(ctx); err != nil {
+			s.alloc.Free(sl)
+			s.deps.Log.Warn("slot past the capacity not moved", "mac", sub.MAC, "err", err)
+			return
+		}
+		if err := s.k.Apply(s.changeBatchLocked(nil, &moved)); err != nil {
+			s.alloc.Free(sl)
+			_, _ = s.st.Txn().Put(s.keySlot(sub.MAC), *sub).Commit(ctx)
+			s.deps.Log.Warn("slot past the capacity not moved", "mac", sub.MAC, "err", err)
+			return
+		}
+		delete(s.bySlot, sub.Slot)
+		s.alloc.Free(sub.Slot)
+		*sub = moved
+		s.bySlot[sl] = sub
+		s.logMappingLocked("assign", sub)
+		s.pub.Publish(api.EventCGNATAssigned, nil, s.sampleLocked(sub))
+	}
+	if len(s.waiting) == 0 {
 		return
 	}
 	macs := make([]string, 0, len(s.waiting))
@@ -177,12 +212,12 @@ func (s *Service) fillLocked(ctx context.Context) {
 	}
 	sort.Strings(macs)
 	for _, m := range macs {
-		if s.alloc.Used() >= s.plan.Capacity() {
-			return
-		}
 		if err := s.upsertLocked(ctx, s.waiting[m]); err != nil {
 			s.deps.Log.Warn("waiting client not given a slot", "mac", m, "err", err)
 			return
+		}
+		if _, still := s.waiting[m]; still {
+			return // no free slot left: it waits again
 		}
 	}
 }
