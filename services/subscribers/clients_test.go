@@ -14,6 +14,7 @@ import (
 
 	"routerd.dev/proto/api"
 	"routerd.dev/proto/event"
+	"routerd.dev/services/subscribers"
 	"routerd.dev/shared/bus"
 	"routerd.dev/shared/testenv"
 )
@@ -594,5 +595,42 @@ func TestClientsDocument(t *testing.T) {
 	_, m := r.do(t, "GET", "/plans", nil)
 	if n := field(m["plans"].([]any)[0].(map[string]any), "clients"); n != float64(1) {
 		t.Errorf("gold's clients after import: %v", n)
+	}
+}
+
+// TestTwoReplicas: two subscribers replicas share the requests (queue
+// group); suspends and resumes of one client racing through both leave the
+// firewall's block as the stored record says.
+func TestTwoReplicas(t *testing.T) {
+	r := startRig(t)
+	second := subscribers.New(r.subsDeps)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { second.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	if st, m := r.do(t, "POST", "/clients", map[string]any{"mac": "02:00:00:00:07:01", "ip": "10.50.0.71"}); st != 201 {
+		t.Fatalf("add: %d %v", st, m)
+	}
+	for round := 0; round < 5; round++ {
+		codes := make(chan int, 10)
+		for i := 0; i < 10; i++ {
+			path := "/suspend"
+			if i%2 == 1 {
+				path = "/resume"
+			}
+			go func() {
+				st, _ := r.do(t, "POST", path, map[string]any{"mac": "02:00:00:00:07:01"})
+				codes <- st
+			}()
+		}
+		for i := 0; i < 10; i++ {
+			if st := <-codes; st != 200 && st != 409 {
+				t.Fatalf("round %d: %d", round, st)
+			}
+		}
+		_, m := r.do(t, "GET", "/clients/02:00:00:00:07:01", nil)
+		if stored := field(m, "client", "suspended") == true; stored != r.fx.blocked("02:00:00:00:07:01") {
+			t.Fatalf("round %d: stored suspended=%v, blocked=%v", round, stored, !stored)
+		}
 	}
 }

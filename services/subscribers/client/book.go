@@ -363,6 +363,7 @@ func (b *Book) Add(ctx context.Context, in *api.ClientAdd) (*api.ClientAddAnswer
 		}
 		return nil, err
 	}
+	b.settle(ctx, mac, &c, rev)
 	return &api.ClientAddAnswer{Result: api.Result{Message: "Client added"}, Client: c}, nil
 }
 
@@ -399,6 +400,7 @@ func (b *Book) Delete(ctx context.Context, in *api.ClientRef) (*api.ClientDelete
 		}
 		return nil, err
 	}
+	b.settle(ctx, mac, nil, 0)
 	return &api.ClientDeleteAnswer{Result: api.Result{Message: "Client deleted"}, Client: c,
 		DHCP: api.DHCPOutcome{OK: true, Message: "Reservation removed"}}, nil
 }
@@ -446,6 +448,7 @@ func (b *Book) change(ctx context.Context, mac string, fn func(c *api.Client) er
 			}
 			return old, nc, err
 		}
+		b.settle(ctx, mac, &nc, nrev)
 		return old, nc, nil
 	}
 }
@@ -582,6 +585,11 @@ var errUnchanged = errors.New("unchanged")
 
 // each calls fn on every stored client in MAC order, a page at a time.
 func (b *Book) each(ctx context.Context, fn func(c *api.Client) error) error {
+	return b.eachRev(ctx, func(c *api.Client, _ int64) error { return fn(c) })
+}
+
+// eachRev is each with the revision each client was read at.
+func (b *Book) eachRev(ctx context.Context, fn func(c *api.Client, rev int64) error) error {
 	after := ""
 	for {
 		p, err := b.page(ctx, after, 2000, "")
@@ -589,7 +597,7 @@ func (b *Book) each(ctx context.Context, fn func(c *api.Client) error) error {
 			return err
 		}
 		for i := range p.Clients {
-			if err := fn(&p.Clients[i]); err != nil {
+			if err := fn(&p.Clients[i], p.revs[i]); err != nil {
 				return err
 			}
 		}
@@ -601,7 +609,7 @@ func (b *Book) each(ctx context.Context, fn func(c *api.Client) error) error {
 }
 
 // page reads up to limit clients after the MAC `after`.
-func (b *Book) page(ctx context.Context, after string, limit int, iface string) (*api.ClientPage, error) {
+func (b *Book) page(ctx context.Context, after string, limit int, iface string) (*page, error) {
 	start := b.k.clients()
 	if after != "" {
 		start = b.k.client(after) + "\x00"
@@ -612,7 +620,7 @@ func (b *Book) page(ctx context.Context, after string, limit int, iface string) 
 	if err != nil {
 		return nil, fmt.Errorf("clients: read: %w", err)
 	}
-	out := &api.ClientPage{Clients: make([]api.Client, 0, len(resp.Kvs))}
+	out := &page{ClientPage: api.ClientPage{Clients: make([]api.Client, 0, len(resp.Kvs))}}
 	var broken []string
 	for _, kv := range resp.Kvs {
 		var c api.Client
@@ -622,6 +630,7 @@ func (b *Book) page(ctx context.Context, after string, limit int, iface string) 
 		}
 		if iface == "" || c.Iface == iface {
 			out.Clients = append(out.Clients, c)
+			out.revs = append(out.revs, kv.ModRevision)
 		}
 	}
 	if len(broken) > 0 {
@@ -644,7 +653,17 @@ func (b *Book) Page(ctx context.Context, in *api.ClientPageRequest) (*api.Client
 		}
 		after = m
 	}
-	return b.page(ctx, after, in.Limit, in.Iface)
+	p, err := b.page(ctx, after, in.Limit, in.Iface)
+	if err != nil {
+		return nil, err
+	}
+	return &p.ClientPage, nil
+}
+
+// page is a page of clients with the revision of each.
+type page struct {
+	api.ClientPage
+	revs []int64
 }
 
 // all reads every client.
@@ -785,3 +804,32 @@ func sortClients(cs []api.Client) {
 }
 
 var _ = http.StatusOK
+
+// settle follows a change made by another replica meanwhile: the client's
+// record is read again after its effects were applied, and when it moved
+// past the revision this change wrote (rev; 0 for a delete), the effects
+// of the newer record are applied, so that the owners end with what is
+// stored whichever replica applied last. Failures are left to the next
+// reconcile.
+func (b *Book) settle(ctx context.Context, mac string, applied *api.Client, rev int64) {
+	for i := 0; i < 3; i++ {
+		c, cur, err := store.Get[api.Client](ctx, b.d.St, b.k.client(mac))
+		var now *api.Client
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			cur = 0
+		case err != nil:
+			return
+		default:
+			now = &c
+		}
+		if cur == rev {
+			return
+		}
+		if err := b.apply(ctx, applied, now, false); err != nil {
+			b.d.Log.Warn("client effects not brought to a newer record", "mac", mac, "err", err)
+			return
+		}
+		applied, rev = now, cur
+	}
+}

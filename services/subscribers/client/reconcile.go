@@ -96,10 +96,13 @@ func (b *Book) Reconcile(ctx context.Context, only ...string) (ReconcileResult, 
 		res.Failed++
 		b.d.Log.Warn("client effect not reconciled", "owner", what, "mac", mac, "err", err)
 	}
-	err := b.each(ctx, func(c *api.Client) error {
+	err := b.eachRev(ctx, func(c *api.Client, rev int64) error {
 		res.Clients++
 		unlock := b.lock(c.MAC)
 		defer unlock()
+		// A change another replica makes meanwhile may have its owner
+		// calls overtaken by these: follow the record once more after.
+		defer b.settle(ctx, c.MAC, c, rev)
 		if want["dhcp"] {
 			r, had := resv[c.MAC]
 			delete(resv, c.MAC)
