@@ -56,14 +56,16 @@ type spoofer struct {
 	k        *nft.Spoof
 	settings SpoofSettings
 	served   []string
-	clients  map[string]api.Client // by upper-case MAC
-	leases   map[string]api.Lease  // by kind/addr
-	byMAC    map[string][]string   // upper-case MAC -> lease keys
-	contrib  map[item][]nft.Binding
-	count    map[string]int
-	bindings map[string]nft.Binding
-	enforced map[string]string // iface -> mode, present interfaces only
-	wanted   map[string]string // iface -> mode, present or not
+	// servedKnown: dhcp answered networks.list once.
+	servedKnown bool
+	clients     map[string]api.Client // by upper-case MAC
+	leases      map[string]api.Lease  // by kind/addr
+	byMAC       map[string][]string   // upper-case MAC -> lease keys
+	contrib     map[item][]nft.Binding
+	count       map[string]int
+	bindings    map[string]nft.Binding
+	enforced    map[string]string // iface -> mode, present interfaces only
+	wanted      map[string]string // iface -> mode, present or not
 
 	logMu   sync.Mutex
 	log     []api.AntispoofLogEntry // oldest first
@@ -152,7 +154,10 @@ func (a *spoofer) follow(ctx context.Context) {
 				clientsDone = true
 			}
 		}
-		if time.Since(last) > 30*time.Second {
+		a.mu.Lock()
+		known := a.servedKnown
+		a.mu.Unlock()
+		if !known || time.Since(last) > 30*time.Second {
 			last = time.Now()
 			if a.refreshServed(ctx) {
 				a.mu.Lock()
@@ -222,6 +227,7 @@ func (a *spoofer) refreshServed(ctx context.Context) bool {
 	sort.Strings(served)
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	a.servedKnown = true
 	if strings.Join(served, ",") == strings.Join(a.served, ",") {
 		return false
 	}
@@ -651,6 +657,7 @@ func (a *spoofer) Set(ctx context.Context, in *api.AntispoofSet) (*api.Antispoof
 	if w == nil {
 		return nil, apierr.Unavailable("firewall: not serving yet")
 	}
+	a.refreshServed(ctx)
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	old := a.settings
@@ -700,6 +707,7 @@ func (a *spoofer) SetIface(ctx context.Context, in *api.AntispoofIfaceSet) (*api
 	if w == nil {
 		return nil, apierr.Unavailable("firewall: not serving yet")
 	}
+	a.refreshServed(ctx)
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if !a.linkExists(in.Iface) && !containsStr(a.served, in.Iface) {
