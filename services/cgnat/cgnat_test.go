@@ -140,6 +140,16 @@ func TestCGNATEndpoints(t *testing.T) {
 		t.Fatalf("changed address: %v", m)
 	}
 
+	// The exempt network emptied: its client gets a slot; set again: released.
+	if m := r.want(t, 200, "POST", "/cgnat", map[string]any{"exempt": []string{}}); m["status"].(map[string]any)["assigned"].(float64) != 4 {
+		t.Fatalf("exempt emptied: %v", m)
+	}
+	if out := testenv.Run(t, ns, "nft", "list", "map", "ip", "routerd_cgnat", "cg_subs"); !strings.Contains(out, "10.99.0.7 : ") {
+		t.Fatalf("the formerly exempt client is not mapped:\n%s", out)
+	}
+	if m := r.want(t, 200, "POST", "/cgnat", map[string]any{"exempt": "10.99.0.0/16"}); m["status"].(map[string]any)["assigned"].(float64) != 3 {
+		t.Fatalf("exempt again: %v", m)
+	}
 	// The audit log has every assignment and release.
 	a := r.auditText(t)
 	for _, want := range []string{

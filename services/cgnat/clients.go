@@ -71,11 +71,13 @@ func (s *Service) upsertLocked(ctx context.Context, c api.Client) error {
 	sub := s.subs[c.MAC]
 	if !s.eligibleLocked(c) {
 		delete(s.waiting, c.MAC)
+		s.untranslated[c.MAC] = c
 		if sub != nil {
 			return s.releaseLocked(ctx, sub)
 		}
 		return nil
 	}
+	delete(s.untranslated, c.MAC)
 	if sub != nil {
 		if sub.IP == c.IP && sub.Hostname == c.Hostname && sub.Iface == c.Iface {
 			return nil
@@ -141,6 +143,7 @@ func (s *Service) RemoveClient(ctx context.Context, mac string) error {
 	defer s.mu.Unlock()
 	mac = normMAC(mac)
 	delete(s.waiting, mac)
+	delete(s.untranslated, mac)
 	if sub := s.subs[mac]; sub != nil {
 		return s.releaseLocked(ctx, sub)
 	}
@@ -230,10 +233,13 @@ func (s *Service) SyncClients(ctx context.Context, clients []api.Client) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	want := make(map[string]api.Client, len(clients))
+	s.untranslated = map[string]api.Client{}
 	for _, c := range clients {
 		c.MAC = normMAC(c.MAC)
 		if s.eligibleLocked(c) {
 			want[c.MAC] = c
+		} else {
+			s.untranslated[c.MAC] = c
 		}
 	}
 	var ops []func(t *txn)

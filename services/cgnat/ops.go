@@ -163,9 +163,17 @@ func (s *Service) Set(ctx context.Context, r *api.CGNATSet) (*api.CGNATSetAnswer
 	if strings.Join(old.Exempt, ",") != strings.Join(c.Exempt, ",") {
 		for _, sub := range s.subs {
 			if !s.eligibleLocked(api.Client{MAC: sub.MAC, IP: sub.IP}) {
+				s.untranslated[sub.MAC] = api.Client{MAC: sub.MAC, IP: sub.IP, Hostname: sub.Hostname, Iface: sub.Iface}
 				if err := s.releaseLocked(ctx, sub); err != nil {
 					s.deps.Log.Warn("exempt client's slot not released", "mac", sub.MAC, "err", err)
 				}
+			}
+		}
+		// Clients no longer exempt wait for a slot (fill gives it).
+		for mac, cl := range s.untranslated {
+			if s.eligibleLocked(cl) {
+				delete(s.untranslated, mac)
+				s.waiting[mac] = cl
 			}
 		}
 	}

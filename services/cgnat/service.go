@@ -58,15 +58,19 @@ type Service struct {
 	mu sync.Mutex
 	st *store.Store // the term's fenced store
 	// The state, as stored (held under mu).
-	cfg      Config
-	plan     *slot.Plan
-	exempt   []netip.Prefix
-	subs     map[string]*Sub // by MAC
-	bySlot   map[int]*Sub
-	alloc    slot.Alloc
-	waiting  map[string]api.Client // clients without a slot (pool full or none)
-	pools    map[string]api.NATPool
-	forwards map[string]api.Forward
+	cfg     Config
+	plan    *slot.Plan
+	exempt  []netip.Prefix
+	subs    map[string]*Sub // by MAC
+	bySlot  map[int]*Sub
+	alloc   slot.Alloc
+	waiting map[string]api.Client // clients without a slot (pool full or none)
+	// untranslated are the clients known with no slot of their own: an
+	// address in an exempt network (or not IPv4); an exempt change looks
+	// at them again.
+	untranslated map[string]api.Client
+	pools        map[string]api.NATPool
+	forwards     map[string]api.Forward
 	// disabledNets are the networks of switched-off VLANs (forwards to
 	// them are not applied).
 	disabledNets []netip.Prefix

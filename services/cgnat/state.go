@@ -94,6 +94,7 @@ func (s *Service) load(ctx context.Context) error {
 	s.cfg, s.plan, s.exempt = cfg, plan, exempt
 	s.subs, s.bySlot, s.alloc = map[string]*Sub{}, map[int]*Sub{}, slot.Alloc{}
 	s.waiting = map[string]api.Client{}
+	s.untranslated = map[string]api.Client{}
 	for _, it := range subs {
 		sub := it.Value
 		if !s.alloc.Take(sub.Slot) {
