@@ -183,3 +183,35 @@ func TestAlarmsDuringWrites(t *testing.T) {
 		})
 	}
 }
+
+// An alarm printed before or during the echo of the first commands of a
+// session (enable, config: before the OLT was seen echoing) does not end
+// their replies early, which would leave the session one reply behind in
+// the wrong mode.
+func TestAlarmsWhileLoggingIn(t *testing.T) {
+	for _, proto := range protocols {
+		t.Run(proto, func(t *testing.T) {
+			for _, at := range []int{0, 2, 4} {
+				r, alarms := alarmRig(t, proto, sim.OLTConfig{Name: "OLT1", Latency: 30 * time.Millisecond})
+				r.olt.SetLongAlarms(at == 4)
+				r.olt.TypingAlarm("The ONT LOS 1", at)
+				r.olt.TypingAlarm("The ONT LOS 2", at)
+				// And one before the echo of the first command of the
+				// operation, once logged in.
+				r.olt.TypingAlarm("The ONT LOS 3", 0)
+				b, err := r.drv.Boards(ctxT(t), driver.Options{})
+				if err != nil || b.Count != 6 {
+					t.Fatalf("alarm at %d: boards = %+v, %v", at, b, err)
+				}
+				r.olt.TypingAlarm("The ONT LOS 4", 0)
+				v, err := r.drv.VLANs(ctxT(t), driver.Options{})
+				if err != nil || v.Count != 1 {
+					t.Fatalf("alarm at %d: vlans = %+v, %v", at, v, err)
+				}
+				if n := len(alarms()); n != 4 {
+					t.Errorf("alarm at %d: %d alarms reported, want 4", at, n)
+				}
+			}
+		})
+	}
+}

@@ -266,7 +266,12 @@ func (s *session) exec(ctx context.Context, cmd string) (string, error) {
 		}
 		return (seen || !s.echoes) && isPrompt(window)
 	})
-	if !s.echoes && strings.Contains(strings.Join(strings.Fields(raw), ""), echo) {
+	switch {
+	case err == nil && s.echoes && !seen:
+		// The prompt stood unanswered without any echo before it (the
+		// settle time): this OLT does not echo; stop waiting for echoes.
+		s.echoes = false
+	case !s.echoes && echoed(raw, cmd, echo):
 		s.echoes = true
 	}
 	s.ex = append(s.ex, driver.Exchange{Sent: cmd, Reply: raw})
@@ -349,13 +354,11 @@ func (s *session) pushClosed() {
 // cmd without whitespace), alarms taken out. The echo comes first: the
 // head of the reply is enough, however long the alarms before it.
 func echoed(full, cmd, echo string) bool {
-	head := full[:min(len(full), 4*len(cmd)+4096)]
-	if strings.Contains(strings.Join(strings.Fields(ansiRe.ReplaceAllString(head, "")), ""), echo) {
-		return true
-	}
 	if !strings.Contains(full, "ALARM") {
-		return false
+		head := full[:min(len(full), 4*len(cmd)+4096)]
+		return strings.Contains(strings.Join(strings.Fields(ansiRe.ReplaceAllString(head, "")), ""), echo)
 	}
+	// Not in the alarm's own text (an alarm may name the command's words).
 	text, _ := parse.Clean(full[:min(len(full), 4*len(cmd)+256<<10)])
 	lines := strings.Split(text, "\n")
 	return len(stripEcho(lines, cmd, true)) != len(lines)
@@ -464,7 +467,12 @@ func dial(ctx context.Context, d dialer) (*session, error) {
 	if dl, ok := ctx.Deadline(); ok {
 		c.SetDeadline(dl)
 	}
-	s := &session{host: d.host, stall: d.stall}
+	// SmartAX OLTs echo what they are sent (telnet and SSH alike): a
+	// prompt ends a reply only after the echo from the first command on,
+	// so an alarm and the prompt reprinted after it, before the echo of
+	// enable, cannot end its reply early. A session whose OLT turns out
+	// not to echo stops expecting it (exec).
+	s := &session{host: d.host, stall: d.stall, echoes: true}
 	switch d.protocol {
 	case "ssh":
 		var presented string

@@ -81,6 +81,9 @@ func (s *session) echoLine(text string, atPrompt bool) error {
 	if err := s.write("\n" + strings.TrimPrefix(alarm, "\n") + o.cfg.PromptIndent + s.prompt() + text[:at]); err != nil {
 		return err
 	}
+	// The client sees the reprinted prompt alone before the rest of the
+	// echo arrives.
+	time.Sleep(20 * time.Millisecond)
 	return s.echo(text[at:] + "\n")
 }
 
