@@ -106,10 +106,20 @@ type ClientQuery struct {
 	Q       string `json:"q" api:"maxlen=200" doc:"case-insensitive search in MAC, IP, IPv6, hostname, comment, interface and network"`
 }
 
+// ClientListed is a client in GET /clients: the record and what the
+// neighbour table and the delegated-prefix leases say of it.
+type ClientListed struct {
+	Client
+	IPv6Actual       []string `json:"ipv6_actual" doc:"global IPv6 addresses the client's MAC answers for"`
+	IPv6All          []string `json:"ipv6_all" doc:"every IPv6 address of its MAC in the neighbour table, link-local too"`
+	IPv6State        string   `json:"ipv6_state" doc:"neighbour state of its IPv6 address (the reserved one, else the first seen); empty when none"`
+	Prefix6Delegated []string `json:"prefix6_delegated" doc:"prefixes delegated to its MAC"`
+}
+
 // ClientList answers GET /clients.
 type ClientList struct {
-	Count   int      `json:"count"`
-	Clients []Client `json:"clients"`
+	Count   int            `json:"count"`
+	Clients []ClientListed `json:"clients"`
 }
 
 // ClientLookup is GET /clients/{mac}.

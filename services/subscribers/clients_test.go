@@ -454,6 +454,13 @@ func TestActiveClients6AndIPs(t *testing.T) {
 		t.Errorf("bad state: %d %v", st, m)
 	}
 
+	// GET /clients carries what the neighbour table says of IPv6.
+	_, m = r.do(t, "GET", "/clients?q=online", nil)
+	if e := m["clients"].([]any)[0].(map[string]any); cmp.Diff([]any{"2001:db8:50::21"}, e["ipv6_actual"]) != "" || e["ipv6_state"] != "PERMANENT" ||
+		len(e["ipv6_all"].([]any)) != 2 || e["prefix6_delegated"] == nil {
+		t.Errorf("listed: %v", e)
+	}
+
 	// /status: online is the client whose address is a live neighbour.
 	counts, err := bus.Invoke(context.Background(), r.env.NC, api.ClientsSummary, &api.None{})
 	if err != nil || counts.Total != 3 || counts.Online != 1 {

@@ -72,6 +72,25 @@ func (b *Book) leases(ctx context.Context, kind string) []api.Lease {
 
 func global6(a netip.Addr) bool { return a.Is6() && !a.IsLinkLocalUnicast() && !a.IsMulticast() }
 
+// seen6 reads the IPv6 neighbours by MAC and the delegated prefixes by
+// MAC (nothing when the service has no namespace or dhcp does not answer).
+func (b *Book) seen6(ctx context.Context) (map[string][]Neigh, map[string][]string) {
+	v6 := map[string][]Neigh{}
+	for _, n := range b.neighbours(ctx) {
+		if n.IP.Is6() && n.MAC != "" {
+			v6[n.MAC] = append(v6[n.MAC], n)
+		}
+	}
+	pd := map[string][]string{}
+	for _, l := range b.leases(ctx, "v6pd") {
+		if l.MAC != "" {
+			m := strings.ToUpper(l.MAC)
+			pd[m] = append(pd[m], netip.PrefixFrom(l.Addr, l.PrefixLen).String())
+		}
+	}
+	return v6, pd
+}
+
 // Active is GET /clients/active.
 func (b *Book) Active(ctx context.Context, in *api.ActiveQuery) (*api.ActiveAnswer, error) {
 	clients, err := b.all(ctx)

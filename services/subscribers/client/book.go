@@ -694,7 +694,8 @@ func (b *Book) List(ctx context.Context, in *api.ClientQuery) (*api.ClientList, 
 		return nil, err
 	}
 	q := strings.ToLower(strings.TrimSpace(in.Q))
-	out := make([]api.Client, 0, len(all))
+	out := make([]api.ClientListed, 0, len(all))
+	v6, pd := b.seen6(ctx)
 	for _, c := range all {
 		if within.IsValid() {
 			a, err := netip.ParseAddr(c.IP)
@@ -705,7 +706,20 @@ func (b *Book) List(ctx context.Context, in *api.ClientQuery) (*api.ClientList, 
 		if q != "" && !matches(&c, q) {
 			continue
 		}
-		out = append(out, c)
+		e := api.ClientListed{Client: c, IPv6Actual: []string{}, IPv6All: []string{}, Prefix6Delegated: pd[c.MAC]}
+		if e.Prefix6Delegated == nil {
+			e.Prefix6Delegated = []string{}
+		}
+		for _, n := range v6[c.MAC] {
+			e.IPv6All = append(e.IPv6All, n.IP.String())
+			if global6(n.IP) {
+				e.IPv6Actual = append(e.IPv6Actual, n.IP.String())
+			}
+			if (c.IPv6 != nil && n.IP.String() == *c.IPv6) || (e.IPv6State == "" && global6(n.IP)) {
+				e.IPv6State = n.State
+			}
+		}
+		out = append(out, e)
 	}
 	return &api.ClientList{Count: len(out), Clients: out}, nil
 }
