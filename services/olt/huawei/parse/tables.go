@@ -86,9 +86,13 @@ type ONTTable struct {
 }
 
 var (
-	ontRowRe  = regexp.MustCompile(`^\s*(\d+\s*/\s*\d+\s*/\s*\d+)\s+(\d+)\s+([0-9A-Fa-f]{16})\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)`)
+	// The SN is 16 characters: hex on devices, any letters in the
+	// anonymised captures of ntc-templates.
+	ontRowRe  = regexp.MustCompile(`^\s*(\d+\s*/\s*\d+\s*/\s*\d+)\s+(\d+)\s+([0-9A-Za-z]{16})\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)`)
 	descRowRe = regexp.MustCompile(`^\s*(\d+\s*/\s*\d+\s*/\s*\d+)\s+(\d+)\s+(.*?)\s*$`)
-	totalRe   = regexp.MustCompile(`In port (\d+\s*/\s*\d+\s*/\s*\d+)\s*, the total of ONTs are:\s*(\d+), online:\s*(\d+)`)
+	// Firmware says "the total of ONTs are", "the total number of ONTs
+	// are" or "... is", some with ", offline: N" after.
+	totalRe = regexp.MustCompile(`In port (\d+\s*/\s*\d+\s*/\s*\d+)\s*, the total (?:number )?of ONTs (?:are|is):\s*(\d+), online:\s*(\d+)`)
 )
 
 // ParseONTTable parses the state table, the description table (joining
