@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 
 	"routerd.dev/proto/api"
 	"routerd.dev/proto/event"
@@ -94,6 +96,7 @@ func (s *Service) upsertLocked(ctx context.Context, c api.Client) error {
 		*sub = upd
 		if old.IP != upd.IP {
 			s.logMappingLocked("release", &old)
+			s.dropFlows(old.IP)
 			s.logMappingLocked("assign", sub)
 		}
 		return nil
@@ -160,6 +163,7 @@ func (s *Service) releaseLocked(ctx context.Context, sub *Sub) error {
 		return err
 	}
 	s.logMappingLocked("release", sub)
+	s.dropFlows(sub.IP)
 	delete(s.subs, sub.MAC)
 	delete(s.bySlot, sub.Slot)
 	s.alloc.Free(sub.Slot)
@@ -259,6 +263,14 @@ func (s *Service) SyncClients(ctx context.Context, clients []api.Client) error {
 	now := s.deps.Now().UTC().Format(timeFormat)
 	var assigned, changed []*Sub
 	var changedOld []Sub
+	var dropped []string
+	for _, sub := range released {
+		dropped = append(dropped, sub.IP)
+	}
+	for _, sub := range changedOldIPs(s.subs, want) {
+		dropped = append(dropped, sub)
+	}
+	s.dropFlows(dropped...)
 	for _, sub := range released {
 		s.logMappingLocked("release", sub)
 		delete(s.subs, sub.MAC)
@@ -347,4 +359,44 @@ func (s *Service) refreshVLANs(ctx context.Context) {
 			s.deps.Log.Warn("forwards not re-applied after a VLAN change", "err", err)
 		}
 	}
+}
+
+// changedOldIPs are the stored addresses of subscribers whose client now
+// has another address.
+func changedOldIPs(subs map[string]*Sub, want map[string]api.Client) []string {
+	var out []string
+	for mac, sub := range subs {
+		if c, ok := want[mac]; ok && c.IP != sub.IP {
+			out = append(out, sub.IP)
+		}
+	}
+	return out
+}
+
+// dropFlows deletes the conntrack entries of these private addresses, so
+// that flows of a released mapping do not go on with ports of a block
+// the audit log now gives to someone else. One pass over the table
+// whatever the number of addresses; a failure is logged (the flows then
+// end by their timeouts).
+func (s *Service) dropFlows(privs ...string) {
+	set := srcSet{}
+	for _, p := range privs {
+		if a, err := netip.ParseAddr(p); err == nil && a.Is4() {
+			set[a] = true
+		}
+	}
+	if len(set) == 0 {
+		return
+	}
+	if _, err := s.nl.ConntrackDeleteFilters(netlink.ConntrackTable, unix.AF_INET, set); err != nil {
+		s.deps.Log.Warn("conntrack entries of released mappings not deleted", "err", err, "addresses", len(set))
+	}
+}
+
+// srcSet matches flows whose original source is one of its addresses.
+type srcSet map[netip.Addr]bool
+
+func (f srcSet) MatchConntrackFlow(flow *netlink.ConntrackFlow) bool {
+	a, ok := netip.AddrFromSlice(flow.Forward.SrcIP)
+	return ok && f[a.Unmap()]
 }

@@ -272,11 +272,19 @@ func TestCGNATTraffic(t *testing.T) {
 	}
 	// The released subscriber's element goes: its traffic no longer gets
 	// its block (it falls to the NAT pool).
+	if ct := testenv.Run(t, l.router, "conntrack", "-L", "-s", "10.77.0.50"); !strings.Contains(ct, "src=10.77.0.50") {
+		t.Fatalf("no flow of the subscriber before its release:\n%s", ct)
+	}
 	subs.Publish(api.ClientDeleted, nil, api.Client{MAC: "02:00:00:00:00:50", IP: "10.77.0.50"})
 	testenv.WaitFor(t, 5*time.Second, "the release", func() bool {
 		_, m := r.do(t, "GET", "/cgnat", nil)
 		return m["assigned"].(float64) == 0
 	})
+	// Its flows went with the mapping (the block may be someone else's
+	// now): no conntrack entry from its address is left.
+	if ct := testenv.Run(t, l.router, "conntrack", "-L", "-s", "10.77.0.50"); strings.Contains(ct, "src=10.77.0.50") {
+		t.Fatalf("flows of the released mapping left:\n%s", ct)
+	}
 	dial(t, l.sub, "tcp", "10.77.0.50", "198.18.0.1:7000")
 	if a := srv.next(t); !strings.HasPrefix(a.Addr().String(), "198.51.100.") {
 		t.Fatalf("after release: the uplink saw %s", a)
