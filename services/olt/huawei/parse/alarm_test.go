@@ -27,6 +27,10 @@ func realAlarm(t *testing.T) string {
 func TestAlarmsAnywhereInAnOutput(t *testing.T) {
 	real := realAlarm(t)
 	short := "\n  ! EVENT WARNING 2026-01-01 00:00:00+00:00\n  ALARM NAME :The ONT is offline\n  PARAMETERS :FrameID: 0, SlotID: 1, PortID: 0,\n              ONT ID: 3\n\n"
+	// An event, as the NOC project's MA5600T profile expects one
+	// (`RUNNING WARNING ... 12:44:17` then `EVENT NAME :`), without an
+	// end marker.
+	event := "  ! 7[2026-01-01 12:44:17]:\n\n  EVENT 2345 RUNNING WARNING 0x2e2d2002 SYSTEM 2026-01-01 12:44:17\n  EVENT NAME  : The ONT LOS event\n  PARAMETERS  : FrameID: 0, SlotID: 1, PortID: 2, ONT ID: 3\n"
 	for _, capture := range []struct {
 		file  string
 		parse func(string) any
@@ -44,8 +48,8 @@ func TestAlarmsAnywhereInAnOutput(t *testing.T) {
 		want := capture.parse(text)
 		wantText, _ := Clean(text)
 		lines := strings.Split(text, "\n")
-		for _, alarm := range []struct{ name, text string }{{"real", real}, {"short", short}, {"two", real + short}} {
-			n := strings.Count(alarm.text, "ALARM NAME")
+		for _, alarm := range []struct{ name, text string }{{"real", real}, {"short", short}, {"event", event}, {"two", real + short}} {
+			n := strings.Count(alarm.text, " NAME ")
 			for at := 0; at <= len(lines); at++ {
 				with := strings.Join(lines[:at], "\n")
 				if at > 0 {
@@ -56,7 +60,7 @@ func TestAlarmsAnywhereInAnOutput(t *testing.T) {
 				if len(blocks) != n {
 					t.Fatalf("%s, %s alarm after line %d: %d blocks, want %d", capture.file, alarm.name, at, len(blocks), n)
 				}
-				if strings.Contains(got, "ALARM") || strings.Contains(got, "END-") || strings.Contains(got, "LOSi") || strings.Contains(got, "ONT ID: 3") {
+				if strings.Contains(got, "ALARM") || strings.Contains(got, "EVENT") || strings.Contains(got, "END-") || strings.Contains(got, "LOSi") || strings.Contains(got, "ONT ID: 3") {
 					t.Fatalf("%s, %s alarm after line %d: left in the text:\n%s", capture.file, alarm.name, at, got)
 				}
 				if strings.Join(strings.Fields(got), " ") != strings.Join(strings.Fields(wantText), " ") {
@@ -73,6 +77,10 @@ func TestAlarmsAnywhereInAnOutput(t *testing.T) {
 	if a.Name != "The distribute fiber is broken or the OLT cannot receive expected optical signals from the ONT(LOSi/LOBi)" ||
 		a.Time != "17/01/2025 00:00:00-00:00" || a.Parameters["ONT ID"] != "1" || a.Parameters["Equipment ID"] != "1H" || a.Seq != 1 || a.ID != 11111 {
 		t.Errorf("parsed %+v", a)
+	}
+	_, blocks = Clean(event)
+	if a := ParseAlarm(blocks[0]); a.Name != "The ONT LOS event" || a.Kind != "RUNNING" || a.Seq != 7 || a.ID != 2345 || a.Parameters["ONT ID"] != "3" {
+		t.Errorf("event parsed %+v from %q", a, blocks[0])
 	}
 	_, blocks = Clean(short)
 	if a := ParseAlarm(blocks[0]); a.Name != "The ONT is offline" || a.Parameters["ONT ID"] != "3" {

@@ -24,15 +24,16 @@ var (
 	ansiRe       = regexp.MustCompile(`\x1b\[[0-9;?]*[A-Za-z]|\x1b[()][A-Z0-9]|\x1b[=>]`)
 	paramRe      = regexp.MustCompile(`^\s*\{ ?<cr>.*\}:\s*$`)
 	alarmHeadRe  = regexp.MustCompile(`^\s*! ?(EVENT|ALARM|CRITICAL|MAJOR|MINOR|WARNING|RECOVERY|CLEARED)\b`)
-	alarmFieldRe = regexp.MustCompile(`^(\s*)(ALARM NAME|ALARM ID|ALARM TYPE|ALARM SOURCE|PARAMETERS|DESCRIPTION|CAUSE|ADVICE|SRVEFF)\s*:\s*`)
+	alarmFieldRe = regexp.MustCompile(`^(\s*)(ALARM NAME|EVENT NAME|ALARM ID|ALARM TYPE|ALARM SOURCE|PARAMETERS|DESCRIPTION|CAUSE|ADVICE|SRVEFF)\s*:\s*`)
 	// The numbered header real OLTs print before an alarm:
 	// `  ! 1 [01/01/2000 00:00:00-00:00]:` (netmiko issue 3559), also
 	// without the blank before the bracket (NOC project's MA5600T profile).
 	alarmNumRe = regexp.MustCompile(`^\s*!\s*\d+\s*\[[^\]]*\]:?\s*$`)
 	// The alarm line itself: `ALARM 11111 FAULT WARNING 0x2e112007 SERVICE
 	// QUALITY 17/01/2025 00:00:00-00:00`, broken wherever it passes the
-	// screen's width.
-	alarmLineRe = regexp.MustCompile(`^\s*ALARM\s+\d+\s+(FAULT|RECOVERY|EVENT|CLEAR|CLEARED|RESTORE)\b`)
+	// screen's width; events say `EVENT N RUNNING WARNING ...` and
+	// `EVENT NAME :` (the NOC project's MA5600T profile).
+	alarmLineRe = regexp.MustCompile(`^\s*(?:ALARM|EVENT)\s+\d+\s+(FAULT|RECOVERY|EVENT|CLEAR|CLEARED|RESTORE|RUNNING)\b`)
 	// The end marker: `  --- END` (`--- END-` in the capture).
 	alarmEndRe = regexp.MustCompile(`^\s*-+\s*END\b`)
 	// A piece of a broken alarm line: the rest of its time stamp.
@@ -183,7 +184,7 @@ func isAlarmStart(l string) bool {
 	if strings.Contains(l, "!") {
 		return alarmNumRe.MatchString(l) || alarmHeadRe.MatchString(l)
 	}
-	return strings.Contains(l, "ALARM") && alarmLineRe.MatchString(l)
+	return (strings.Contains(l, "ALARM") || strings.Contains(l, "EVENT")) && alarmLineRe.MatchString(l)
 }
 
 // alarmBlock takes the alarm block starting at lines[i] and returns the
@@ -237,7 +238,9 @@ func alarmBlock(lines []string, i int) (int, string) {
 			continue
 		}
 		indent := len(next) - len(strings.TrimLeft(next, " "))
-		if col >= 8 && indent >= col && strings.TrimSpace(next) != "" {
+		// The device aligns continuations under the value (one more blank
+		// when the wrap fell on one).
+		if col >= 8 && (indent == col || indent == col+1) && strings.TrimSpace(next) != "" {
 			end++
 			continue
 		}
@@ -288,7 +291,7 @@ type Alarm struct {
 
 var (
 	alarmNumPartsRe  = regexp.MustCompile(`^!\s*(\d+)\s*\[([^\]]*)\]`)
-	alarmLinePartsRe = regexp.MustCompile(`^ALARM\s+(\d+)\s+(\S+)\s+(\S+)\s+(0x[0-9A-Fa-f]+)\s+(.*?)\s+(\d{1,4}[-/]\d{1,2}[-/]\d{1,4}\s+\S+)\s*$`)
+	alarmLinePartsRe = regexp.MustCompile(`^(?:ALARM|EVENT)\s+(\d+)\s+(\S+)\s+(\S+)\s+(0x[0-9A-Fa-f]+)\s+(.*?)\s+(\d{1,4}[-/]\d{1,2}[-/]\d{1,4}\s+\S+)\s*$`)
 	alarmShortRe     = regexp.MustCompile(`^!\s*(\S+)\s+(\S+)\s+(.*)$`)
 	alarmParamRe     = regexp.MustCompile(`([A-Za-z][A-Za-z /]*?)\s*:\s*([^,]*)`)
 )
@@ -318,7 +321,7 @@ func ParseAlarm(block string) Alarm {
 		}
 		val = strings.TrimSpace(val)
 		switch strings.TrimSpace(key) {
-		case "ALARM NAME":
+		case "ALARM NAME", "EVENT NAME":
 			a.Name = val
 		case "CAUSE":
 			a.Cause = val
