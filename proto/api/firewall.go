@@ -446,3 +446,10 @@ var (
 		Summary: "The global anti-spoofing mode or off (for /status). Only services call it.", Read: true,
 	})
 )
+
+// FirewallConfig is the firewall service's configuration document,
+// etc/firewall.json: the allow-list and the anti-spoofing settings
+// (suspension blocks follow the clients and bans are state: neither is
+// configuration). Its place in ConfigOwners (the restore order) belongs in
+// system.go.
+var FirewallConfig = configOwner("firewall", "etc/firewall.json")

@@ -30,6 +30,7 @@ var Table = []Operation{
 	ProtectGet, ProtectAddOp, ProtectDeleteOp, ProtectDeleteChecked, Fail2banGet, Fail2banShow, Fail2banUnbanOp,
 	FirewallGet, FirewallFullGet,
 	AntispoofGet, AntispoofSetOp, AntispoofIfaceOp, AntispoofIfaceDelete, AntispoofLogGet, AntispoofSyncOp, AntispoofModeGet,
+	FirewallConfig.Export, FirewallConfig.Import,
 
 	// NAT pools, CGNAT, port forwards (cgnat).
 	CGNATUses, CGNATIfaceRemove,

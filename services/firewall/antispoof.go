@@ -124,6 +124,19 @@ func (a *spoofer) start(ctx context.Context) error {
 func (a *spoofer) follow(ctx context.Context) {
 	nc := a.s.deps.NC
 	subs := []*nats.Subscription{}
+	// A VLAN created, deleted, switched off or on: the enforced
+	// interfaces are looked at again (a chain exists only for an
+	// interface that does).
+	kick := make(chan struct{}, 1)
+	vsub, err := nc.Subscribe(event.SubjectPrefix+".netcfg.vlan.*", func(*nats.Msg) {
+		select {
+		case kick <- struct{}{}:
+		default:
+		}
+	})
+	if err == nil {
+		subs = append(subs, vsub)
+	}
 	for _, subj := range []string{event.SubjectPrefix + ".subscribers.client.*", event.SubjectPrefix + ".dhcp.lease.*"} {
 		sub, err := nc.Subscribe(subj, a.onEvent)
 		if err != nil {
@@ -169,8 +182,26 @@ func (a *spoofer) follow(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
+		case <-kick:
+			changed := a.refreshServed(ctx)
+			a.mu.Lock()
+			if changed || a.linksChangedLocked() {
+				_, _ = a.rebuildLocked()
+			}
+			a.mu.Unlock()
 		}
 	}
+}
+
+// linksChangedLocked reports whether an interface to enforce appeared or
+// an enforced one went away.
+func (a *spoofer) linksChangedLocked() bool {
+	for i := range a.wantedLocked() {
+		if (a.enforced[i] != "") != a.linkExists(i) {
+			return true
+		}
+	}
+	return false
 }
 
 func (a *spoofer) pageClients(ctx context.Context) ([]api.Client, error) {

@@ -28,5 +28,7 @@ func (s *Service) Endpoints() []bus.Endpoint {
 		bus.Bind(api.AntispoofLogGet, s.spoof.Log),
 		bus.Bind(api.AntispoofSyncOp, s.spoof.Sync),
 		bus.Bind(api.AntispoofModeGet, s.spoof.Mode),
+		bus.Bind(api.FirewallConfig.Export, s.Export),
+		bus.Bind(api.FirewallConfig.Import, s.Import),
 	}
 }
