@@ -156,16 +156,7 @@ func (s *Service) mappingLocked(sub *Sub) (nft.Element, slot.Mapping, bool) {
 	return nft.Element{Private: priv, Public: m.Public, PortStart: uint16(m.PortStart), PortEnd: uint16(m.PortEnd)}, m, true
 }
 
-func (s *Service) assignedLocked() int {
-	n := 0
-	capacity := s.plan.Capacity()
-	for sl := range s.bySlot {
-		if sl < capacity {
-			n++
-		}
-	}
-	return n
-}
+func (s *Service) assignedLocked() int { return s.alloc.UsedBelow(s.plan.Capacity()) }
 
 // desiredRules are the table's rules for the state, per chain, in order.
 func (s *Service) desiredRulesLocked() map[string][]nft.Rule {

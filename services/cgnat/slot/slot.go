@@ -243,6 +243,20 @@ func (a *Alloc) Free(s int) {
 // Used is how many slots are taken.
 func (a *Alloc) Used() int { return a.used }
 
+// UsedBelow is how many slots below limit are taken (a count of bits:
+// about a microsecond for 100,000 slots).
+func (a *Alloc) UsedBelow(limit int) int {
+	n := 0
+	for w := 0; w < len(a.words) && w*64 < limit; w++ {
+		word := a.words[w]
+		if rest := limit - w*64; rest < 64 {
+			word &= 1<<uint(rest) - 1
+		}
+		n += bits.OnesCount64(word)
+	}
+	return n
+}
+
 // Next takes and returns the lowest free slot below limit; false when
 // every slot below limit is used.
 func (a *Alloc) Next(limit int) (int, bool) {

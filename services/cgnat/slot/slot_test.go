@@ -167,7 +167,13 @@ func TestStableUnderAdditions(t *testing.T) {
 			t.Errorf("%s moved: %+v -> %+v", k, m, again)
 		}
 	}
+	if b.UsedBelow(5) != 5 || b.UsedBelow(64) != 30 || b.UsedBelow(65) != 30 || b.UsedBelow(0) != 0 {
+		t.Errorf("used below: %d %d %d", b.UsedBelow(5), b.UsedBelow(64), b.UsedBelow(65))
+	}
 	b.Free(4)
+	if b.UsedBelow(5) != 4 {
+		t.Errorf("used below 5 after freeing 4: %d", b.UsedBelow(5))
+	}
 	if s, _ := b.Next(p.Capacity()); s != 4 {
 		t.Errorf("after freeing 4, next = %d", s)
 	}
