@@ -439,7 +439,10 @@ func (a *spoofer) bindingsOf(it item) []nft.Binding {
 		if registered && l.Kind == "v4" {
 			return nil // a registered client is locked to its own address
 		}
-		if !registered && mode != "dynamic" {
+		// A lease answered through option 82 belongs to a fibre service
+		// (its reservation names the ONT's circuit): registered too.
+		service := !registered && l.CircuitID != ""
+		if !registered && !service && mode != "dynamic" {
 			return nil
 		}
 		mac, err := nft.ParseMAC(l.MAC)
@@ -860,17 +863,23 @@ func (a *spoofer) statusLocked() api.AntispoofStatus {
 				if b.Iface != i {
 					continue
 				}
-				if strings.HasPrefix(string(it), "c/") {
+				switch {
+				case strings.HasPrefix(string(it), "c/"):
 					macs[string(it)] = true
-				} else {
+				case a.leases[string(it)[2:]].CircuitID != "" && a.clients[macKey(a.leases[string(it)[2:]].MAC)].MAC == "":
+					macs["s"+string(it)] = true
+				default:
 					macs["l"+string(it)] = true
 				}
 			}
 		}
 		for k := range macs {
-			if strings.HasPrefix(k, "c/") {
+			switch k[0] {
+			case 'c':
 				e.Clients++
-			} else {
+			case 's':
+				e.Service++
+			default:
 				e.Leases++
 			}
 		}

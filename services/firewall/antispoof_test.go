@@ -259,6 +259,17 @@ sendp(Ether(src=%[1]q, dst='33:33:00:00:00:01')/IPv6(src='fe80::5', dst='ff02::1
 		t.Errorf("GET /firewall = %+v", rules)
 	}
 
+	// Strict: a lease answered through option 82 (a fibre service's) binds.
+	svcLease := api.Lease{Kind: "v4", Addr: netip.MustParseAddr("10.0.0.60"), Iface: "r-sub", MAC: "02:00:00:00:00:60", State: "bound", CircuitID: "0/1/1:5"}
+	si.mu.Lock()
+	si.leases = append(si.leases, svcLease)
+	si.mu.Unlock()
+	si.dhcp.Publish(event.LeaseGranted, nil, svcLease)
+	testenv.WaitFor(t, 5*time.Second, "the service's lease bound", func() bool {
+		e := antispoof(t, env).Enforced["r-sub"]
+		return e.Bindings4 == 2 && e.Service == 1 && e.Clients == 1
+	})
+
 	// Dynamic: an unregistered device passes on the address DHCP leased it.
 	send("10.0.0.50", devMAC)
 	if st, m := call(t, env, api.AntispoofIfaceOp, "POST", map[string]any{"iface": "r-sub", "mode": "dynamic"}); st != 200 || m["effective"] != "dynamic" {
@@ -269,7 +280,10 @@ sendp(Ether(src=%[1]q, dst='33:33:00:00:00:01')/IPv6(src='fe80::5', dst='ff02::1
 	si.leases = append(si.leases, lease)
 	si.mu.Unlock()
 	si.dhcp.Publish(event.LeaseGranted, nil, lease)
-	testenv.WaitFor(t, 5*time.Second, "the lease bound", func() bool { return antispoof(t, env).Enforced["r-sub"].Bindings4 == 2 })
+	testenv.WaitFor(t, 5*time.Second, "the lease bound", func() bool {
+		e := antispoof(t, env).Enforced["r-sub"]
+		return e.Bindings4 == 3 && e.Leases == 1
+	})
 	if up.got("10.0.0.50") != 0 {
 		t.Error("the unregistered device passed before its lease")
 	}
@@ -292,7 +306,7 @@ sendp(Ether(src=%[1]q, dst='33:33:00:00:00:01')/IPv6(src='fe80::5', dst='ff02::1
 	si.clients = nil
 	si.mu.Unlock()
 	si.subs.Publish(api.ClientDeleted, nil, api.Client{MAC: subMAC, IP: subAddr, IPv6: &ipv6, Iface: "r-sub"})
-	testenv.WaitFor(t, 5*time.Second, "the client unbound", func() bool { return antispoof(t, env).Enforced["r-sub"].Bindings4 == 1 })
+	testenv.WaitFor(t, 5*time.Second, "the client unbound", func() bool { return antispoof(t, env).Enforced["r-sub"].Bindings4 == 2 })
 	if err := dial(tp.sub, upAddr+":9000", 500*time.Millisecond); err == nil {
 		t.Error("a deleted client's pair still passes")
 	}
