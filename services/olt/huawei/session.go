@@ -163,18 +163,25 @@ func telnetFilter() func([]byte) (data, reply []byte) {
 // with a space, the parameter prompt with Enter and y/n questions with y.
 // It returns everything read, verbatim.
 func (s *session) until(ctx context.Context, stop func(window string) bool) (string, error) {
-	return s.untilFull(ctx, func(w, _ string) bool { return stop(w) })
+	return s.untilFull(ctx, func(w, _ string) bool { return stop(w) }, nil)
 }
 
 // untilFull is until with a stop condition that also sees everything read
-// so far (not only the window at the end).
-func (s *session) untilFull(ctx context.Context, stop func(window, full string) bool) (string, error) {
+// so far (not only the window at the end); while ready (when given) says
+// no, what looks like a question is not answered (it is in the echo of
+// the command: free text of a description).
+func (s *session) untilFull(ctx context.Context, stop func(window, full string) bool, ready func() bool) (string, error) {
 	var buf strings.Builder
 	handled := 0 // bytes of buf already answered
 	// settle is armed when a prompt ends the buffer but stop still wants
 	// more (the echo was not recognised): if the OLT then stays quiet,
 	// the prompt is taken as the end rather than waiting for the timeout.
 	var settle <-chan time.Time
+	// A question left standing while ready says no is answered after the
+	// settle time all the same (an echo the OLT garbled beyond
+	// recognition must not leave a parameter prompt waiting forever).
+	var question <-chan time.Time
+	force := false
 	// A session on which nothing arrives for the stall time is dead (a
 	// hung OLT process, a link silently gone): fail now rather than at the
 	// end of the operation's whole timeout.
@@ -185,7 +192,7 @@ func (s *session) untilFull(ctx context.Context, stop func(window, full string) 
 		// unpaged output linear to read.
 		tail := buf.String()[max(handled, buf.Len()-4096):]
 		clean := ansiRe.ReplaceAllString(tail, "")
-		settle = nil
+		settle, question = nil, nil
 		// Every prompt the OLT leaves waiting ends in one of these; the
 		// regular expressions are not run on the middle of an output.
 		t := strings.TrimRight(clean, " ")
@@ -196,6 +203,8 @@ func (s *session) untilFull(ctx context.Context, stop func(window, full string) 
 		case !waiting:
 		case isPrompt(clean):
 			settle = time.After(cmpDur(s.settle, settleTime))
+		case ready != nil && !ready() && !force:
+			question = time.After(cmpDur(s.settle, settleTime))
 		case moreEndRe.MatchString(clean):
 			handled = buf.Len()
 			if err := s.send(" "); err != nil {
@@ -215,6 +224,8 @@ func (s *session) untilFull(ctx context.Context, stop func(window, full string) 
 		select {
 		case <-settle:
 			return buf.String(), nil
+		case <-question:
+			force = true
 		case <-ctx.Done():
 			s.broken = true
 			return buf.String(), fmt.Errorf("%w (%v)", driver.ErrTimeout, ctx.Err())
@@ -261,11 +272,11 @@ func (s *session) exec(ctx context.Context, cmd string) (string, error) {
 	echo := strings.Join(strings.Fields(cmd), "")
 	seen := false
 	raw, err := s.untilFull(ctx, func(window, full string) bool {
-		if !seen && s.echoes && isPrompt(window) {
+		if t := strings.TrimRight(window, " "); !seen && s.echoes && t != "" && strings.ContainsRune("#>:-\"", rune(t[len(t)-1])) {
 			seen = echoed(full, cmd, echo)
 		}
 		return (seen || !s.echoes) && isPrompt(window)
-	})
+	}, func() bool { return seen || !s.echoes })
 	switch {
 	case err == nil && s.echoes && !seen:
 		// The prompt stood unanswered without any echo before it (the
@@ -371,6 +382,10 @@ func echoed(full, cmd, echo string) bool {
 // looked for only among the first lines.
 func stripEcho(lines []string, cmd string, echoes bool) []string {
 	want := strings.Join(strings.Fields(cmd), "")
+	// The lines were cleaned: so is the echo in them (a description
+	// holding the paging marker lost it).
+	c, _ := parse.Clean(cmd)
+	cleaned := strings.Join(strings.Fields(c), "")
 	starts := 8
 	if echoes {
 		starts = 64
@@ -379,7 +394,7 @@ func stripEcho(lines []string, cmd string, echoes bool) []string {
 		acc := ""
 		for j := start; j < len(lines) && j < start+6; j++ {
 			acc += strings.Join(strings.Fields(lines[j]), "")
-			if strings.HasSuffix(acc, want) {
+			if strings.HasSuffix(acc, want) || (cleaned != "" && strings.HasSuffix(acc, cleaned)) {
 				return lines[j+1:]
 			}
 		}

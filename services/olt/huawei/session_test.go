@@ -68,3 +68,51 @@ func TestExecEchoQuirks(t *testing.T) {
 		})
 	}
 }
+
+// An echo arrives in fragments; one that ends in what looks like a paging
+// prompt, a parameter prompt or a y/n question (free text in a
+// description) is part of the command, not a question: nothing is
+// answered before the echo is whole.
+func TestEchoFragmentsAreNotQuestions(t *testing.T) {
+	for _, text := range []string{"flat 7 (y/n)[n]:", "---- More ( Press 'Q' to break ) ----", "a { <cr>||<K> }:"} {
+		t.Run(text, func(t *testing.T) {
+			cmd := `ont modify 0 1 desc "` + text + `"`
+			extra := make(chan string, 1)
+			s := pipeSession(t, func(r *bufio.Reader, w net.Conn) {
+				line, err := r.ReadString('\n')
+				if err != nil {
+					return
+				}
+				line = strings.TrimRight(line, "\r\n")
+				cut := strings.Index(line, text) + len(text)
+				w.Write([]byte(line[:cut]))
+				// Whatever the client sends while it sees this fragment.
+				got := make(chan string, 1)
+				go func() {
+					b := make([]byte, 64)
+					n, _ := r.Read(b)
+					got <- string(b[:n])
+				}()
+				select {
+				case g := <-got:
+					extra <- g
+				case <-time.After(300 * time.Millisecond):
+					extra <- ""
+				}
+				w.Write([]byte(line[cut:] + "\r\n\r\nOLT(config-if-gpon-0/1)#"))
+			})
+			// The production settle time: a question standing that long
+			// would be answered all the same.
+			s.settle = settleTime
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			out, err := s.exec(ctx, cmd)
+			if err != nil || strings.TrimSpace(out) != "" {
+				t.Errorf("exec = %q, %v", out, err)
+			}
+			if g := <-extra; g != "" {
+				t.Errorf("answered %q to a fragment of the echo", g)
+			}
+		})
+	}
+}
