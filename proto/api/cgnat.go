@@ -180,22 +180,25 @@ type CGNATSample struct {
 
 // CGNATStatus is GET /cgnat (Document 2, "CGNAT configuration").
 type CGNATStatus struct {
-	Enabled   bool          `json:"enabled"`
-	Iface     string        `json:"iface"`
-	Pool      string        `json:"pool" doc:"addresses and first-last ranges, comma-separated"`
-	PoolIPs   int           `json:"pool_ips"`
-	PortRange string        `json:"port_range" example:"1024-65535"`
-	PortMin   int           `json:"port_min"`
-	PortMax   int           `json:"port_max"`
-	BlockSize int           `json:"block_size"`
-	SubsPerIP int           `json:"subs_per_ip" doc:"(port_max - port_min + 1) / block_size, rounded down"`
-	Capacity  int           `json:"capacity" doc:"pool_ips x subs_per_ip"`
-	Assigned  int           `json:"assigned"`
-	Free      int           `json:"free"`
-	Waiting   int           `json:"waiting" doc:"clients with no slot: the pool is full"`
-	Exempt    []string      `json:"exempt"`
-	Sample    []CGNATSample `json:"sample"`
-	AuditLog  string        `json:"audit_log"`
+	Enabled   bool   `json:"enabled"`
+	Iface     string `json:"iface"`
+	Pool      string `json:"pool" doc:"addresses and first-last ranges, comma-separated"`
+	PoolIPs   int    `json:"pool_ips"`
+	PortRange string `json:"port_range" example:"1024-65535"`
+	PortMin   int    `json:"port_min"`
+	PortMax   int    `json:"port_max"`
+	BlockSize int    `json:"block_size"`
+	SubsPerIP int    `json:"subs_per_ip" doc:"(port_max - port_min + 1) / block_size, rounded down"`
+	Capacity  int    `json:"capacity" doc:"pool_ips x subs_per_ip"`
+	Assigned  int    `json:"assigned"`
+	Free      int    `json:"free"`
+	Waiting   int    `json:"waiting" doc:"clients with no slot: the pool is full"`
+	// ClientsSynced is false until the subscribers service's clients
+	// were read this term (until then the slots are the stored ones).
+	ClientsSynced bool          `json:"clients_synced"`
+	Exempt        []string      `json:"exempt"`
+	Sample        []CGNATSample `json:"sample"`
+	AuditLog      string        `json:"audit_log"`
 }
 
 // CGNATSet is POST /cgnat: any subset; what is not sent keeps its value.

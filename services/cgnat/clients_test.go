@@ -84,7 +84,7 @@ func TestClientsAtStart(t *testing.T) {
 	}
 	testenv.WaitFor(t, 5*time.Second, "three slots", func() bool {
 		_, m := r.do(t, "GET", "/cgnat", nil)
-		return m["assigned"] == float64(3)
+		return m["assigned"] == float64(3) && m["clients_synced"] == true
 	})
 	if slotOf("10.77.0.51") != float64(0) || slotOf("10.77.0.52") != float64(1) || slotOf("10.77.0.53") != float64(2) {
 		t.Fatalf("not in MAC order: %v %v %v", slotOf("10.77.0.51"), slotOf("10.77.0.52"), slotOf("10.77.0.53"))

@@ -59,7 +59,7 @@ func (s *Service) statusLocked() api.CGNATStatus {
 		PortRange: fmt.Sprintf("%d-%d", c.PortMin, c.PortMax), PortMin: c.PortMin, PortMax: c.PortMax,
 		BlockSize: c.BlockSize, SubsPerIP: s.plan.PerIP(), Capacity: capacity, Assigned: assigned,
 		Free: capacity - assigned, Waiting: len(s.waiting) + len(s.subs) - assigned,
-		Exempt: append([]string{}, c.Exempt...), Sample: []api.CGNATSample{}, AuditLog: s.audit.path,
+		Exempt: append([]string{}, c.Exempt...), Sample: []api.CGNATSample{}, AuditLog: s.audit.path, ClientsSynced: s.clientsOK,
 	}
 	for sl := 0; sl < capacity && len(st.Sample) < 5 && len(st.Sample) < len(s.bySlot); sl++ {
 		if sub := s.bySlot[sl]; sub != nil {

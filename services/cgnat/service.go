@@ -122,6 +122,7 @@ func lockName(ns *netns.NS) string {
 func (s *Service) serve(ctx context.Context, lock *store.Lock) error {
 	s.mu.Lock()
 	s.st = s.base.Fenced(lock)
+	s.clientsOK = false
 	s.mu.Unlock()
 	if err := s.load(ctx); err != nil {
 		if ctx.Err() != nil {
