@@ -539,7 +539,7 @@ func (s *Service) expire(id string) {
 	disk := s.diskPending()
 	ctx := n.term
 	if ctx != nil && ctx.Err() == nil {
-		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		p, _, err := s.loadPending(cctx)
 		cancel()
 		if err == nil {
@@ -562,6 +562,22 @@ func (s *Service) expire(id string) {
 	}
 	if disk == nil || disk.ID != id {
 		return
+	}
+	if ctx == nil || ctx.Err() != nil {
+		// No term: the lock went elsewhere or etcd is away. When etcd
+		// answers, the lock's holder owns the deadline (it may have
+		// confirmed meanwhile): only the disk copy of a settled apply goes.
+		cctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		p, _, err := s.loadPending(cctx)
+		cancel()
+		if err == nil {
+			if p == nil || p.ID != id {
+				s.removeDiskPending()
+			} else {
+				s.deps.Log.Info("network apply past its deadline while another replica holds the lock: left to it", "id", id)
+			}
+			return
+		}
 	}
 	s.rollbackLocal(disk, "timer")
 }

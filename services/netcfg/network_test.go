@@ -3,6 +3,7 @@ package netcfg_test
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -11,12 +12,14 @@ import (
 	"time"
 
 	"github.com/vishvananda/netlink"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"routerd.dev/proto/api"
 	pb "routerd.dev/proto/bus"
 	"routerd.dev/services/netcfg"
 	"routerd.dev/shared/bus"
 	"routerd.dev/shared/netns"
+	"routerd.dev/shared/store"
 	"routerd.dev/shared/testenv"
 )
 
@@ -108,7 +111,7 @@ func TestNetworkApplyConfirmRollback(t *testing.T) {
 	port(t, ns)
 	veth(t, ns, "p1", "p1x")
 	r := &netRig{t: t, env: testenv.Start(t), ns: ns, state: t.TempDir()}
-	r.start(4 * time.Second)
+	r.start(10 * time.Second)
 
 	m := r.do(api.NetworkGet, nil, 200)
 	if m["managed"] != false || m["version"] != "" || m["pending"] != nil {
@@ -197,7 +200,7 @@ func TestNetworkApplyConfirmRollback(t *testing.T) {
 	r.do(api.NetworkConfirmOp, nil, 200)
 	r.do(api.NetworkConfirmOp, nil, 400)
 	r.do(api.NetworkRollbackOp, nil, 400)
-	time.Sleep(4500 * time.Millisecond) // past the window: the confirmed change stays
+	time.Sleep(11 * time.Second) // past the window: the confirmed change stays
 	if mtu := r.link("p1").Attrs().MTU; mtu != 9000 || r.version() != v2 {
 		t.Fatalf("confirmed change did not stay: mtu %d", mtu)
 	}
@@ -214,7 +217,7 @@ func TestNetworkApplyConfirmRollback(t *testing.T) {
 
 	// Rolled back by the timer.
 	r.do(api.NetworkApplyOp, map[string]any{"version": v2, "ports": map[string]any{"p1": map[string]any{"mtu": 1400}}}, 200)
-	testenv.WaitFor(t, 10*time.Second, "the timer rolls back", func() bool {
+	testenv.WaitFor(t, 25*time.Second, "the timer rolls back", func() bool {
 		m := r.do(api.NetworkGet, nil, 200)
 		return m["pending"] == nil && m["version"] == v2 && r.link("p1").Attrs().MTU == 9000
 	})
@@ -376,4 +379,116 @@ func TestNetworkIPOperations(t *testing.T) {
 	}
 	r.do(api.NetVLANCheckOp, map[string]any{"name": "vlan100"}, 404)
 	r.do(api.NetVLANDeleteOp, map[string]any{"name": "vlan100"}, 404)
+}
+
+// TestNetworkTimerWithoutEtcd: etcd stops during the window; the timer
+// still rolls the kernel and the files back at the deadline from the copy
+// on disk, and once etcd is back the next start finishes the rollback in
+// the store (the document's version as before, nothing pending).
+func TestNetworkTimerWithoutEtcd(t *testing.T) {
+	ns := testenv.Netns(t)
+	veth(t, ns, "p1", "p1x")
+	env := testenv.Start(t)
+	dir, state := t.TempDir(), t.TempDir()
+	ctx := context.Background()
+	e1, err := store.StartEmbedded(ctx, store.EmbedConfig{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	startOn := func(kv *clientv3.Client, confirm time.Duration) *running {
+		svc, err := netcfg.New(netcfg.Deps{NC: env.NC, KV: kv, NS: ns, Log: testenv.Log(t), StateDir: state, Confirm: confirm})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cctx, cancel := context.WithCancel(ctx)
+		run := &running{cancel: cancel, done: make(chan error, 1)}
+		go func() { run.done <- svc.Run(cctx) }()
+		t.Cleanup(run.stop)
+		testenv.WaitFor(t, 20*time.Second, "netcfg serves", func() bool {
+			_, err := bus.Call(ctx, env.NC, api.NetworkGet.Subject(), &pb.Request{Method: "GET"})
+			return err == nil
+		})
+		return run
+	}
+	r := &netRig{t: t, env: env, ns: ns, state: state}
+	first := startOn(e1.Client(), 3*time.Second)
+	r.do(api.NetworkAdoptOp, map[string]any{}, 201)
+	v1 := r.version()
+	r.do(api.NetworkApplyOp, map[string]any{"version": v1, "ports": map[string]any{"p1": map[string]any{"mtu": 9000}}}, 200)
+	if r.link("p1").Attrs().MTU != 9000 {
+		t.Fatal("not applied")
+	}
+	applied := time.Now()
+	e1.Close()
+	testenv.WaitFor(t, 15*time.Second, "the timer rolls the kernel back without etcd", func() bool { return r.link("p1").Attrs().MTU == 1500 })
+	if took := time.Since(applied); took > 12*time.Second {
+		t.Errorf("rolled back %v after the apply with a 3 s window", took)
+	}
+	if f := r.file("10-routerd-p1.network"); strings.Contains(f, "MTUBytes=9000") {
+		t.Errorf("files not rolled back:\n%s", f)
+	}
+	raw, _ := os.ReadFile(filepath.Join(state, "pending.json"))
+	if !strings.Contains(string(raw), `"local_done": true`) {
+		t.Errorf("disk copy not marked: %s", raw)
+	}
+	first.stop()
+
+	e2, err := store.StartEmbedded(ctx, store.EmbedConfig{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e2.Close()
+	startOn(e2.Client(), 3*time.Second)
+	if m := r.do(api.NetworkGet, nil, 200); m["pending"] != nil || m["version"] != v1 {
+		t.Fatalf("after etcd came back: pending %v version %v, want %s", m["pending"], m["version"], v1)
+	}
+	if _, err := os.Stat(filepath.Join(state, "pending.json")); !os.IsNotExist(err) {
+		t.Errorf("disk copy left: %v", err)
+	}
+}
+
+// TestNetworkStandbyTakesOverTheDeadline: a second netcfg standing by for
+// the same host when the first, holding an apply waiting for confirm,
+// stops: it takes the deadline over (the change stays until then, as it
+// would have) and rolls it back when it passes.
+func TestNetworkStandbyTakesOverTheDeadline(t *testing.T) {
+	ns := testenv.Netns(t)
+	veth(t, ns, "p1", "p1x")
+	env := testenv.Start(t)
+	state := t.TempDir()
+	r := &netRig{t: t, env: env, ns: ns, state: state}
+	r.start(8 * time.Second)
+	first := r.run
+	logs := &logBuf{}
+	svc, err := netcfg.New(netcfg.Deps{NC: env.NC, KV: env.KV, NS: ns, Log: slog.New(slog.NewTextHandler(logs, nil)), StateDir: state, Confirm: 8 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	second := &running{cancel: cancel, done: make(chan error, 1)}
+	go func() { second.done <- svc.Run(ctx) }()
+	t.Cleanup(second.stop)
+	testenv.WaitFor(t, 10*time.Second, "the second stands by", func() bool { return strings.Contains(logs.String(), "standing by") })
+
+	r.do(api.NetworkAdoptOp, map[string]any{}, 201)
+	v1 := r.version()
+	a := r.do(api.NetworkApplyOp, map[string]any{"version": v1, "ports": map[string]any{"p1": map[string]any{"mtu": 9000}}}, 200)
+	deadline := time.Unix(int64(a["deadline"].(float64)), 0)
+	first.stop()
+	testenv.WaitFor(t, 20*time.Second, "the second serves", func() bool {
+		_, err := bus.Call(context.Background(), env.NC, api.NetworkGet.Subject(), &pb.Request{Method: "GET"})
+		return err == nil && strings.Contains(logs.String(), "took over a network apply")
+	})
+	if time.Now().Before(deadline) {
+		if m := r.do(api.NetworkGet, nil, 200); m["pending"] == nil || r.link("p1").Attrs().MTU != 9000 {
+			t.Errorf("before the deadline the change should still wait: pending %v mtu %d", m["pending"], r.link("p1").Attrs().MTU)
+		}
+	}
+	testenv.WaitFor(t, 20*time.Second, "the second rolls back at the deadline", func() bool {
+		m := r.do(api.NetworkGet, nil, 200)
+		return m["pending"] == nil && m["version"] == v1 && r.link("p1").Attrs().MTU == 1500
+	})
+	if time.Now().Before(deadline) {
+		t.Errorf("rolled back before the deadline")
+	}
 }

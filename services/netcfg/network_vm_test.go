@@ -29,7 +29,7 @@ func TestFullKernelNetworkBondsAndVLANs(t *testing.T) {
 	veth(t, ns, "p2", "p2x")
 	env := testenv.Start(t)
 	r := &netRig{t: t, env: env, ns: ns, state: t.TempDir()}
-	r.start(4 * time.Second)
+	r.start(10 * time.Second)
 	r.do(api.NetworkAdoptOp, map[string]any{}, 201)
 	v := r.version()
 
@@ -83,7 +83,7 @@ func TestFullKernelNetworkBondsAndVLANs(t *testing.T) {
 	if out := testenv.Run(t, ns, "ip", "-d", "link", "show", "bond0"); !strings.Contains(out, "mode active-backup") {
 		t.Errorf("mode change not applied:\n%s", out)
 	}
-	testenv.WaitFor(t, 15*time.Second, "the timer rolls the mode back", func() bool {
+	testenv.WaitFor(t, 30*time.Second, "the timer rolls the mode back", func() bool {
 		m := r.do(api.NetworkGet, nil, 200)
 		return m["pending"] == nil && m["version"] == v
 	})
