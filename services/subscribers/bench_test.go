@@ -27,6 +27,8 @@ import (
 //   - add_p50_ms/add_p99_ms: the last 200 added one at a time (the
 //     latency of one add with n clients stored);
 //   - suspend_p50_ms, plan_p50_ms: one POST /suspend, one POST /plan;
+//   - plan_rates_ms: POST /plans with new rates for the plan of n-100
+//     clients (the shaper reshapes them all in one plans.rates);
 //   - list_ms, active_ms: GET /clients and GET /clients/active of all;
 //   - reconcile_ms: the reconcile of every client's effects (paging dhcp,
 //     shaper and firewall, nothing to change);
@@ -127,6 +129,12 @@ func benchClients(b *testing.B, n int) {
 			b.Fatalf("plan: %d %v", st, m)
 		}
 	})
+	// New rates of the plan most clients are on: one POST /plans.
+	rates := timed(1, func(int) {
+		if st, m := r.do(b, "POST", "/plans", map[string]any{"name": "bench", "down_mbps": 30, "up_mbps": 15}); st != 200 {
+			b.Fatalf("plan rates: %d %v", st, m)
+		}
+	})
 	list := timed(3, func(int) {
 		if st, m := r.do(b, "GET", "/clients", nil); st != 200 || m["count"] != float64(n) {
 			b.Fatalf("list: %d %v", st, m["count"])
@@ -151,6 +159,7 @@ func benchClients(b *testing.B, n int) {
 	b.ReportMetric(pct(lat, 0.99), "add_p99_ms")
 	b.ReportMetric(pct(susp, 0.5), "suspend_p50_ms")
 	b.ReportMetric(pct(plan, 0.5), "plan_p50_ms")
+	b.ReportMetric(pct(rates, 0.5), "plan_rates_ms")
 	b.ReportMetric(pct(list, 0.5), "list_ms")
 	b.ReportMetric(pct(active, 0.5), "active_ms")
 	b.ReportMetric(float64(rec)/float64(time.Millisecond), "reconcile_ms")
