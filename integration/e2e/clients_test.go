@@ -70,6 +70,10 @@ func TestLabClients(t *testing.T) {
 		}
 		return nil
 	})
+	m = r.must("GET", "/status", nil, 200)
+	if m["total_clients"] != float64(1) || m["online_clients"] != float64(1) || clientField(m, "per_network", "10.77.0.0/24") != float64(1) {
+		t.Errorf("status: total %v online %v per_network %v", m["total_clients"], m["online_clients"], m["per_network"])
+	}
 	m = r.must("GET", "/ips?network=10.77.0.0/24", nil, 200)
 	if n := m["networks"].([]any)[0].(map[string]any); n["used_count"] != float64(1) {
 		t.Errorf("ips: %v", n)
@@ -112,4 +116,16 @@ func TestLabClients(t *testing.T) {
 		t.Errorf("delete: %v", m)
 	}
 	r.must("GET", "/clients/"+mac, nil, 404)
+}
+
+func clientField(m map[string]any, path ...string) any {
+	var v any = m
+	for _, p := range path {
+		mm, ok := v.(map[string]any)
+		if !ok {
+			return nil
+		}
+		v = mm[p]
+	}
+	return v
 }
