@@ -151,6 +151,20 @@ type ForwardAdd struct {
 	Comment    string `json:"comment" api:"maxlen=200"`
 }
 
+// Validate refuses addresses no forward can use.
+func (r *ForwardAdd) Validate() error {
+	for _, f := range []struct{ name, v string }{{"public_ip", r.PublicIP}, {"client_ip", r.ClientIP}} {
+		if f.v == "" {
+			continue
+		}
+		a, err := netip.ParseAddr(f.v)
+		if err != nil || a.IsUnspecified() || a.IsMulticast() || a.IsLoopback() || a == netip.AddrFrom4([4]byte{255, 255, 255, 255}) {
+			return invalid(f.name, "invalid %s %s: a unicast IPv4 address", f.name, quoteShort(f.v))
+		}
+	}
+	return nil
+}
+
 // ForwardAnswer answers POST /pf.
 type ForwardAnswer struct {
 	Result

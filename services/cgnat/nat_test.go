@@ -88,6 +88,9 @@ func TestForwards(t *testing.T) {
 		{map[string]any{"public_port": 65536, "client_ip": "10.77.0.5", "client_port": 80}, "public_port"},
 		{map[string]any{"public_port": 80, "client_ip": "10.77.0", "client_port": 80}, "client_ip"},
 		{map[string]any{"public_port": 80, "client_ip": "10.77.0.5"}, "client_port"},
+		{map[string]any{"public_port": 80, "client_ip": "224.0.0.5", "client_port": 80}, "client_ip"},
+		{map[string]any{"public_port": 80, "client_ip": "0.0.0.0", "client_port": 80}, "client_ip"},
+		{map[string]any{"public_ip": "127.0.0.1", "public_port": 80, "client_ip": "10.77.0.5", "client_port": 80}, "public_ip"},
 	} {
 		if m := r.want(t, 400, "POST", "/pf", c.body); m["field"] != c.field {
 			t.Errorf("%v: field %v, want %s", c.body, m["field"], c.field)
