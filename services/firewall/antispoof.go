@@ -56,16 +56,17 @@ type spoofer struct {
 	k        *nft.Spoof
 	settings SpoofSettings
 	served   []string
-	// servedKnown: dhcp answered networks.list once.
-	servedKnown bool
-	clients     map[string]api.Client // by upper-case MAC
-	leases      map[string]api.Lease  // by kind/addr
-	byMAC       map[string][]string   // upper-case MAC -> lease keys
-	contrib     map[item][]nft.Binding
-	count       map[string]int
-	bindings    map[string]nft.Binding
-	enforced    map[string]string // iface -> mode, present interfaces only
-	wanted      map[string]string // iface -> mode, present or not
+	// servedKnown: dhcp answered networks.list once; clientsRead: the
+	// subscribers service answered clients.page once.
+	servedKnown, clientsRead bool
+	clients                  map[string]api.Client // by upper-case MAC
+	leases                   map[string]api.Lease  // by kind/addr
+	byMAC                    map[string][]string   // upper-case MAC -> lease keys
+	contrib                  map[item][]nft.Binding
+	count                    map[string]int
+	bindings                 map[string]nft.Binding
+	enforced                 map[string]string // iface -> mode, present interfaces only
+	wanted                   map[string]string // iface -> mode, present or not
 
 	logMu   sync.Mutex
 	log     []api.AntispoofLogEntry // oldest first
@@ -316,6 +317,7 @@ func (a *spoofer) setClients(cl []api.Client) {
 	for _, c := range cl {
 		a.clients[macKey(c.MAC)] = c
 	}
+	a.clientsRead = true
 	a.recomputeLocked()
 }
 
@@ -693,6 +695,24 @@ func (a *spoofer) Set(ctx context.Context, in *api.AntispoofSet) (*api.Antispoof
 	}
 	a.refreshServed(ctx)
 	a.mu.Lock()
+	read := a.clientsRead
+	a.mu.Unlock()
+	if in.Enabled != nil && *in.Enabled && !read {
+		// Enforcing before the clients are known would drop every
+		// registered subscriber: read them now or refuse.
+		cl, err := a.pageClients(ctx)
+		if err != nil {
+			return nil, apierr.Unavailable("the subscribers service does not answer clients.page (%v): anti-spoofing is not enabled without the registered clients", err)
+		}
+		a.mu.Lock()
+		a.clients = map[string]api.Client{}
+		for _, c := range cl {
+			a.clients[macKey(c.MAC)] = c
+		}
+		a.clientsRead = true
+		a.mu.Unlock()
+	}
+	a.mu.Lock()
 	defer a.mu.Unlock()
 	old := a.settings
 	next := old
@@ -804,6 +824,7 @@ func (a *spoofer) Sync(ctx context.Context, _ *api.None) (*api.AntispoofSyncAnsw
 		for _, c := range cl {
 			a.clients[macKey(c.MAC)] = c
 		}
+		a.clientsRead = true
 		a.mu.Unlock()
 	}
 	if ls, err := a.pageLeases(ctx); err == nil {
@@ -852,47 +873,51 @@ func (a *spoofer) statusLocked() api.AntispoofStatus {
 	if a.settings.Enabled {
 		drops, rules, _ = a.k.Drops()
 	}
+	// One pass over the sources and the pairs, counted per interface.
+	type counts struct{ clients, service, leases, b4, b6 int }
+	per := map[string]*counts{}
+	at := func(i string) *counts {
+		c := per[i]
+		if c == nil {
+			c = &counts{}
+			per[i] = c
+		}
+		return c
+	}
+	for it, bs := range a.contrib {
+		if len(bs) == 0 {
+			continue
+		}
+		c := at(bs[0].Iface)
+		k := string(it)
+		switch {
+		case strings.HasPrefix(k, "c/"):
+			c.clients++
+		default:
+			l := a.leases[k[2:]]
+			if _, reg := a.clients[macKey(l.MAC)]; reg {
+				continue // counted with its client
+			}
+			if l.CircuitID != "" {
+				c.service++
+			} else {
+				c.leases++
+			}
+		}
+	}
+	for _, b := range a.bindings {
+		if b.Prefix.Addr().Is4() {
+			at(b.Iface).b4++
+		} else {
+			at(b.Iface).b6++
+		}
+	}
 	total := 0
 	for i, m := range a.wantedLocked() {
-		e := api.AntispoofIface{Mode: m, Exists: a.enforced[i] != ""}
-		c := drops[i]
-		e.Dropped = api.AntispoofDropped{IP4: c.IP4, IP6: c.IP6, ARP: c.ARP}
-		macs := map[string]bool{}
-		for it, bs := range a.contrib {
-			for _, b := range bs {
-				if b.Iface != i {
-					continue
-				}
-				switch {
-				case strings.HasPrefix(string(it), "c/"):
-					macs[string(it)] = true
-				case a.leases[string(it)[2:]].CircuitID != "" && a.clients[macKey(a.leases[string(it)[2:]].MAC)].MAC == "":
-					macs["s"+string(it)] = true
-				default:
-					macs["l"+string(it)] = true
-				}
-			}
-		}
-		for k := range macs {
-			switch k[0] {
-			case 'c':
-				e.Clients++
-			case 's':
-				e.Service++
-			default:
-				e.Leases++
-			}
-		}
-		for _, b := range a.bindings {
-			if b.Iface == i {
-				if b.Prefix.Addr().Is4() {
-					e.Bindings4++
-				} else {
-					e.Bindings6++
-				}
-			}
-		}
-		st.Enforced[i] = e
+		c := at(i)
+		d := drops[i]
+		st.Enforced[i] = api.AntispoofIface{Mode: m, Exists: a.enforced[i] != "", Bindings4: c.b4, Bindings6: c.b6,
+			Dropped: api.AntispoofDropped{IP4: d.IP4, IP6: d.IP6, ARP: d.ARP}, Clients: c.clients, Service: c.service, Leases: c.leases}
 		total += rules[i]
 	}
 	if a.settings.Enabled && len(a.enforced) > 0 {
