@@ -3,6 +3,7 @@ package huawei_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -211,6 +212,29 @@ func TestAlarmsWhileLoggingIn(t *testing.T) {
 				if n := len(alarms()); n != 4 {
 					t.Errorf("alarm at %d: %d alarms reported, want 4", at, n)
 				}
+			}
+		})
+	}
+}
+
+// An alarm printed with the post-login banner is reported once and the
+// session works.
+func TestAlarmInTheBanner(t *testing.T) {
+	raw, err := os.ReadFile("parse/testdata/huawei_alarm_while_typing__netmiko-issue-3559.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(string(raw), "\n")
+	block := strings.Join(lines[2:23], "\n")
+	for _, proto := range protocols {
+		t.Run(proto, func(t *testing.T) {
+			r, alarms := alarmRig(t, proto, sim.OLTConfig{Name: "OLT1", Banner: block})
+			b, err := r.drv.Boards(ctxT(t), driver.Options{})
+			if err != nil || b.Count != 6 {
+				t.Fatalf("boards = %+v, %v", b, err)
+			}
+			if got := alarms(); len(got) != 1 || !strings.Contains(got[0], "LOSi/LOBi") {
+				t.Errorf("alarms %q", got)
 			}
 		})
 	}

@@ -563,10 +563,14 @@ func dial(ctx context.Context, d dialer) (*session, error) {
 		}
 	}
 	c.SetDeadline(time.Time{})
-	if _, err := s.until(ctx, isPrompt); err != nil {
+	first, err := s.until(ctx, isPrompt)
+	if err != nil {
 		s.close()
 		return nil, &dialError{err: err, ex: s.ex}
 	}
+	// An alarm printed with the banner is reported like any other.
+	_, alarms := parse.Clean(first)
+	s.alarms = append(s.alarms, alarms...)
 	for _, cmd := range []string{"enable", "config"} {
 		if _, err := s.exec(ctx, cmd); err != nil {
 			s.close()
@@ -617,6 +621,8 @@ func (s *session) telnetLogin(ctx context.Context, d dialer) error {
 		text, _ := parse.Clean(raw)
 		return &driver.LoginError{Host: d.host, Reason: strings.TrimSpace(text)}
 	}
+	_, alarms := parse.Clean(raw)
+	s.alarms = append(s.alarms, alarms...)
 	// until consumed the prompt; dial waits for it again, so replay it.
 	s.prompt = strings.TrimSpace(raw[strings.LastIndexAny(raw, "\n")+1:])
 	s.pushBack(s.prompt)
