@@ -29,7 +29,7 @@ type Client struct {
 // ClientPageRequest pages every client in MAC order.
 type ClientPageRequest struct {
 	After string `json:"after" doc:"the previous page's next"`
-	Limit int    `json:"limit" api:"min=1,max=10000,default=5000"`
+	Limit int    `json:"limit,omitempty" api:"min=1,max=10000,default=5000" doc:"0 from a typed caller is the default"`
 	Iface string `json:"iface" doc:"only clients on this interface"`
 }
 

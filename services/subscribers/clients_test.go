@@ -454,6 +454,19 @@ func TestActiveClients6AndIPs(t *testing.T) {
 		t.Errorf("bad state: %d %v", st, m)
 	}
 
+	// clients.page: every client in MAC order, a page at a time.
+	p1, err := bus.Invoke(context.Background(), r.env.NC, api.ClientsPage, &api.ClientPageRequest{Limit: 2})
+	if err != nil || p1.Count != 2 || p1.Next != "02:00:00:00:01:02" || p1.Clients[0].MAC != "02:00:00:00:01:01" {
+		t.Fatalf("page 1: %+v %v", p1, err)
+	}
+	p2, err := bus.Invoke(context.Background(), r.env.NC, api.ClientsPage, &api.ClientPageRequest{Limit: 2, After: p1.Next})
+	if err != nil || p2.Count != 1 || p2.Next != "" || p2.Clients[0].MAC != "02:00:00:00:01:03" {
+		t.Fatalf("page 2: %+v %v", p2, err)
+	}
+	if p, err := bus.Invoke(context.Background(), r.env.NC, api.ClientsPage, &api.ClientPageRequest{Iface: r.other}); err != nil || p.Count != 0 {
+		t.Errorf("page of another interface: %+v %v", p, err)
+	}
+
 	// GET /clients carries what the neighbour table says of IPv6.
 	_, m = r.do(t, "GET", "/clients?q=online", nil)
 	if e := m["clients"].([]any)[0].(map[string]any); cmp.Diff([]any{"2001:db8:50::21"}, e["ipv6_actual"]) != "" || e["ipv6_state"] != "PERMANENT" ||

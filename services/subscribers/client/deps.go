@@ -87,7 +87,7 @@ func (o *OnBus) Networks(ctx context.Context, fresh bool) ([]RouterNet, error) {
 	var out []RouterNet
 	for _, i := range l.Interfaces {
 		gw, err := netip.ParseAddr(i.Gateway)
-		if err != nil || !gw.Is4() || i.CIDR <= 0 {
+		if err != nil || !gw.Is4() || gw.IsLoopback() || i.CIDR <= 0 {
 			continue
 		}
 		n := RouterNet{Iface: i.Iface, Gateway: gw, Prefix: netip.PrefixFrom(gw, i.CIDR).Masked()}
