@@ -65,6 +65,9 @@ func (s *Service) eligibleLocked(c api.Client) bool {
 func (s *Service) UpsertClient(ctx context.Context, c api.Client) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.touched != nil {
+		s.touched[normMAC(c.MAC)] = true
+	}
 	return s.upsertLocked(ctx, c)
 }
 
@@ -145,6 +148,9 @@ func (s *Service) RemoveClient(ctx context.Context, mac string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	mac = normMAC(mac)
+	if s.touched != nil {
+		s.touched[mac] = true
+	}
 	delete(s.waiting, mac)
 	delete(s.untranslated, mac)
 	if sub := s.subs[mac]; sub != nil {
@@ -237,9 +243,29 @@ func (s *Service) SyncClients(ctx context.Context, clients []api.Client) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	want := make(map[string]api.Client, len(clients))
-	s.untranslated = map[string]api.Client{}
+	touched := s.touched
+	s.touched = nil
+	// A MAC an event changed after the page was read stays as the event
+	// made it: taken as wanted when it has a slot or waits, else left out.
+	for mac := range touched {
+		if sub := s.subs[mac]; sub != nil {
+			want[mac] = api.Client{MAC: mac, IP: sub.IP, Hostname: sub.Hostname, Iface: sub.Iface}
+		} else if c, ok := s.waiting[mac]; ok {
+			want[mac] = c
+		}
+	}
+	untranslated := map[string]api.Client{}
+	for mac, c := range s.untranslated {
+		if touched[mac] {
+			untranslated[mac] = c
+		}
+	}
+	s.untranslated = untranslated
 	for _, c := range clients {
 		c.MAC = normMAC(c.MAC)
+		if touched[c.MAC] {
+			continue
+		}
 		if s.eligibleLocked(c) {
 			want[c.MAC] = c
 		} else {

@@ -18,11 +18,31 @@ import (
 type standInClients struct {
 	mu      sync.Mutex
 	clients map[string]api.Client
+	// gate, when set, holds each page until it is closed (after the page
+	// was read: the answer is as of the question).
+	gate chan struct{}
+	// asked is signalled at each question.
+	asked chan struct{}
 }
 
 func (s *standInClients) page(_ context.Context, r *api.ClientPageRequest) (*api.ClientPage, error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	out := s.pageLocked(r)
+	gate, asked := s.gate, s.asked
+	s.mu.Unlock()
+	if asked != nil {
+		select {
+		case asked <- struct{}{}:
+		default:
+		}
+	}
+	if gate != nil {
+		<-gate
+	}
+	return out, nil
+}
+
+func (s *standInClients) pageLocked(r *api.ClientPageRequest) *api.ClientPage {
 	macs := make([]string, 0, len(s.clients))
 	for m := range s.clients {
 		if m > r.After {
@@ -39,7 +59,7 @@ func (s *standInClients) page(_ context.Context, r *api.ClientPageRequest) (*api
 		out.Clients = append(out.Clients, s.clients[m])
 	}
 	out.Count = len(out.Clients)
-	return out, nil
+	return out
 }
 
 // TestClientsAtStart: the slots follow the clients.page of the subscribers
@@ -111,5 +131,51 @@ func TestClientsAtStart(t *testing.T) {
 	if a := r.auditText(t); !has(a, "release mac=AA:00:00:00:00:01 private=10.77.0.51", "release mac=AA:00:00:00:00:02 private=10.77.0.52",
 		"assign mac=AA:00:00:00:00:02 private=10.77.0.62", "assign mac=AA:00:00:00:00:00 private=10.77.0.60 public=203.0.113.1 ports=1024-2023 slot=0") {
 		t.Fatalf("audit:\n%s", a)
+	}
+}
+
+// TestEventDuringPaging: a client added by an event while the start's
+// page of clients (read before it) is on its way keeps its slot: the
+// event is newer than the page.
+func TestEventDuringPaging(t *testing.T) {
+	ns := testenv.Netns(t)
+	link(t, ns, "up0", "up0p", "198.18.0.2/30")
+	env := testenv.Start(t)
+	src := &standInClients{clients: map[string]api.Client{"AA:00:00:00:00:01": client("AA:00:00:00:00:01", "10.77.0.51", "a")},
+		gate: make(chan struct{}), asked: make(chan struct{}, 1)}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		bus.Run(ctx, env.NC, bus.ServiceConfig{Name: "subscribers", Version: "0.0.0", Log: testenv.Log(t),
+			Endpoints: []bus.Endpoint{bus.Bind(api.ClientsPage, src.page)}})
+		close(done)
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
+	defer wcancel()
+	if missing := bus.WaitUp(wctx, env.NC, "subscribers"); missing != nil {
+		t.Fatal("stand-in subscribers did not register")
+	}
+	r := newRigOn(t, ns, env)
+	select {
+	case <-src.asked:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the page was never asked")
+	}
+	r.want(t, 200, "POST", "/cgnat", map[string]any{"enabled": true, "iface": "up0", "pool": "203.0.113.1"})
+	// The event: a client the page does not have yet.
+	if err := r.svc.UpsertClient(ctx, client("AA:00:00:00:00:09", "10.77.0.59", "late")); err != nil {
+		t.Fatal(err)
+	}
+	close(src.gate)
+	testenv.WaitFor(t, 5*time.Second, "the page synced", func() bool {
+		_, m := r.do(t, "GET", "/cgnat", nil)
+		return m["clients_synced"] == true
+	})
+	if m := r.want(t, 200, "GET", "/cgnat", nil); m["assigned"] != float64(2) {
+		t.Fatalf("after the sync: %v", m)
+	}
+	if out := testenv.Run(t, ns, "nft", "list", "map", "ip", "routerd_cgnat", "cg_subs"); !has(out, "10.77.0.59 : 203.0.113.1 . 1024", "10.77.0.51 : 203.0.113.1 . 3072") {
+		t.Fatalf("map:\n%s", out)
 	}
 }

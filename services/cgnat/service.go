@@ -44,6 +44,9 @@ type Deps struct {
 	// ClientsRetry is how often the clients are asked again while the
 	// subscribers service does not answer (default 5 s).
 	ClientsRetry time.Duration
+	// ClientsResync is how often the whole list is read again after the
+	// first success, healing events missed (default 10 minutes).
+	ClientsResync time.Duration
 }
 
 // Service is the cgnat service.
@@ -69,8 +72,12 @@ type Service struct {
 	// address in an exempt network (or not IPv4); an exempt change looks
 	// at them again.
 	untranslated map[string]api.Client
-	pools        map[string]api.NATPool
-	forwards     map[string]api.Forward
+	// touched are the MACs client events changed while a page of clients
+	// was being read: the event is newer than the page, so the sync
+	// leaves them as the events made them.
+	touched  map[string]bool
+	pools    map[string]api.NATPool
+	forwards map[string]api.Forward
 	// disabledNets are the networks of switched-off VLANs (forwards to
 	// them are not applied).
 	disabledNets []netip.Prefix
@@ -88,6 +95,9 @@ func New(d Deps) (*Service, error) {
 	}
 	if d.ClientsRetry == 0 {
 		d.ClientsRetry = 5 * time.Second
+	}
+	if d.ClientsResync == 0 {
+		d.ClientsResync = 10 * time.Minute
 	}
 	nl, err := d.NS.Netlink()
 	if err != nil {
@@ -179,24 +189,30 @@ func (s *Service) Endpoints() []bus.Endpoint {
 	}
 }
 
-// followClients pages the clients from the subscribers service until it
-// answers once, then brings the slots to them.
+// followClients pages the clients from the subscribers service and
+// brings the slots to them: at the start of the term (asked again every
+// ClientsRetry until it answers), then every ClientsResync, healing
+// client events the bus did not deliver.
 func (s *Service) followClients(ctx context.Context) {
 	for {
+		wait := s.deps.ClientsRetry
+		s.mu.Lock()
+		s.touched = map[string]bool{}
+		s.mu.Unlock()
 		clients, err := s.pageClients(ctx)
 		if err == nil {
 			if err := s.SyncClients(ctx, clients); err != nil && ctx.Err() == nil {
 				s.deps.Log.Warn("clients not synchronised", "err", err)
 			} else {
-				return
+				wait = s.deps.ClientsResync
 			}
 		} else if ctx.Err() == nil {
-			s.deps.Log.Debug("clients not read from the subscribers service yet", "err", err)
+			s.deps.Log.Debug("clients not read from the subscribers service", "err", err)
 		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(s.deps.ClientsRetry):
+		case <-time.After(wait):
 		}
 	}
 }
