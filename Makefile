@@ -22,7 +22,7 @@ TEST_P ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 1) * 2 )))
 # Packages with tests that need a full kernel (802.1Q, QinQ, bonds): their
 # TestFullKernel* tests skip on a kernel without those and run in the VM
 # tier (deploy/vm: Debian's kernel under QEMU, the host's binaries over 9p).
-VM_PKGS := ./services/netcfg/link/ ./services/netcfg/ ./integration/e2e/
+VM_PKGS := ./services/netcfg/link/ ./services/netcfg/ ./integration/e2e/ ./services/shaper/
 
 .PHONY: all build run run-vm test lint unit race vm e2e bench bench-dhcp deps clean openapi bench-vlan
 
@@ -95,3 +95,7 @@ bench-cgnat:
 
 clean:
 	rm -rf bin
+
+## bench-shaper: the shaper at 1,000 and 100,000 subscribers, full build against tc -batch, one set p50/p99, a plan of 10,000, the restart reconcile (the 100,000 builds take many minutes here).
+bench-shaper:
+	cd services/shaper && ROUTERD_BENCH_SHAPER=1000,100000 go test -timeout 90m -count=1 -run '^$$' -bench BenchmarkShaper -benchtime 1x -v . 2>&1 | grep -E '^(Benchmark|---|    bench_test|PASS|FAIL|ok)'

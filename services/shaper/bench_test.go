@@ -1,0 +1,301 @@
+package shaper_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vishvananda/netlink"
+
+	"routerd.dev/proto/api"
+	"routerd.dev/services/shaper"
+	"routerd.dev/shared/bus"
+	"routerd.dev/shared/netns"
+	"routerd.dev/shared/testenv"
+)
+
+// BenchmarkShaper measures the shaper at each size of ROUTERD_BENCH_SHAPER
+// (comma-separated; default 1000; `make bench-shaper` runs 1000,100000):
+// the full build at start against the same classes and filters built by
+// `tc -batch` (and the map elements by `nft -f`) in another namespace in
+// the same run; one subscriber's set (new, rate change) and removal
+// p50/p99 through the bus; reshaping the plan of up to 10,000; the
+// reconcile at a restart with everything in place. Subscribers are spread
+// over /16s of 25,000 on up to four interfaces (so one interface holds a
+// flat /16 of 25,000), 250 per /24. Run with -benchtime 1x.
+func BenchmarkShaper(b *testing.B) {
+	sizes := []int{1000}
+	if v := os.Getenv("ROUTERD_BENCH_SHAPER"); v != "" {
+		sizes = nil
+		for _, f := range strings.Split(v, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n < 1 {
+				b.Fatalf("ROUTERD_BENCH_SHAPER: %q", v)
+			}
+			sizes = append(sizes, n)
+		}
+	}
+	for _, n := range sizes {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				benchSize(b, n)
+			}
+		})
+	}
+}
+
+const perIface = 25000
+
+func benchShapes(n int) ([]api.Shape, int) {
+	ifaces := (n + perIface - 1) / perIface
+	out := make([]api.Shape, n)
+	for i := range out {
+		j, k := i/perIface, i%perIface
+		plan := "base"
+		if i < 10000 {
+			plan = "p10k"
+		}
+		out[i] = api.Shape{
+			ID: fmt.Sprintf("s%06d", i), IP: fmt.Sprintf("10.%d.%d.%d", 100+j, k/250, k%250+1),
+			Prefix6: fmt.Sprintf("2001:db8:%x:%x::/64", j, k),
+			Iface:   fmt.Sprintf("b%d", j), Plan: plan, DownMbps: 20, UpMbps: 10,
+		}
+	}
+	return out, ifaces
+}
+
+// benchLinks gives ns the interfaces b0..b<k-1> (veth, the peers staying
+// in ns).
+func benchLinks(b *testing.B, ns *netns.NS, k int) {
+	nl, err := ns.Netlink()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer nl.Close()
+	for j := 0; j < k; j++ {
+		v := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: fmt.Sprintf("b%d", j)}, PeerName: fmt.Sprintf("b%dp", j)}
+		if err := nl.LinkAdd(v); err != nil {
+			b.Skipf("kernel benchmark: veth: %v", err)
+		}
+		for _, name := range []string{v.Name, v.PeerName} {
+			l, _ := nl.LinkByName(name)
+			_ = nl.LinkSetUp(l)
+		}
+	}
+}
+
+type svcRun struct {
+	svc    *shaper.Service
+	cancel context.CancelFunc
+	done   chan error
+}
+
+func startBench(b *testing.B, env *testenv.Env, ns *netns.NS) (*svcRun, time.Duration) {
+	svc, err := shaper.New(shaper.Deps{NC: env.NC, KV: env.KV, NS: ns, Log: testenv.Log(b)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &svcRun{svc: svc, cancel: cancel, done: make(chan error, 1)}
+	t0 := time.Now()
+	go func() { r.done <- svc.Run(ctx) }()
+	for {
+		_, err := bus.Invoke(context.Background(), env.NC, api.ShaperStatus, &api.None{})
+		if err == nil {
+			return r, time.Since(t0)
+		}
+		select {
+		case err := <-r.done:
+			b.Fatalf("shaper stopped: %v", err)
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Since(t0) > time.Hour {
+			b.Fatal("shaper not serving after an hour")
+		}
+	}
+}
+
+func (r *svcRun) stop(b *testing.B) {
+	r.cancel()
+	select {
+	case <-r.done:
+	case <-time.After(60 * time.Second):
+		b.Fatal("shaper did not stop")
+	}
+}
+
+func pct(d []time.Duration, p float64) time.Duration {
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return s[int(float64(len(s)-1)*p)]
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+func benchSize(b *testing.B, n int) {
+	ctx := context.Background()
+	shapes, ifaces := benchShapes(n)
+	env := testenv.Start(b)
+	ns := testenv.Netns(b)
+	benchLinks(b, ns, ifaces)
+	t0 := time.Now()
+	if err := shaper.Seed(ctx, env.KV, shapes); err != nil {
+		b.Fatal(err)
+	}
+	seed := time.Since(t0)
+
+	// The near-limit first, in a namespace of its own, so both builds
+	// start from an empty kernel.
+	tcTime, nftTime := tcBatch(b, shapes, ifaces)
+
+	run, build := startBench(b, env, ns)
+	b.Logf("n=%d: stored in %v; full build at start %v; tc -batch of the same classes and filters %v, nft -f of the same elements %v: ratio %.2f",
+		n, seed.Round(time.Millisecond), build.Round(time.Millisecond), tcTime.Round(time.Millisecond), nftTime.Round(time.Millisecond),
+		build.Seconds()/(tcTime+nftTime).Seconds())
+
+	// One subscriber at a time: new ones in a fresh /24, then rate changes,
+	// then removals.
+	const k = 200
+	var add, change, remove []time.Duration
+	for i := 0; i < k; i++ {
+		s := api.Shape{ID: fmt.Sprintf("new%03d", i), IP: fmt.Sprintf("10.99.0.%d", i+1), Iface: "b0", Plan: "base", DownMbps: 30, UpMbps: 15}
+		t := time.Now()
+		if _, err := bus.Invoke(ctx, env.NC, api.ShaperSet, &s); err != nil {
+			b.Fatal(err)
+		}
+		add = append(add, time.Since(t))
+	}
+	for i := 0; i < k; i++ {
+		s := shapes[(i*7919)%n]
+		s.DownMbps, s.UpMbps = 40, 20
+		t := time.Now()
+		if _, err := bus.Invoke(ctx, env.NC, api.ShaperSet, &s); err != nil {
+			b.Fatal(err)
+		}
+		change = append(change, time.Since(t))
+	}
+	for i := 0; i < k; i++ {
+		t := time.Now()
+		if _, err := bus.Invoke(ctx, env.NC, api.ShaperRemove, &api.ShapeRef{ID: fmt.Sprintf("new%03d", i)}); err != nil {
+			b.Fatal(err)
+		}
+		remove = append(remove, time.Since(t))
+	}
+	b.Logf("n=%d: one subscriber through the bus: new p50 %.2f ms p99 %.2f ms; rate change p50 %.2f ms p99 %.2f ms; removal p50 %.2f ms p99 %.2f ms",
+		n, ms(pct(add, .5)), ms(pct(add, .99)), ms(pct(change, .5)), ms(pct(change, .99)), ms(pct(remove, .5)), ms(pct(remove, .99)))
+	b.ReportMetric(ms(pct(add, .5)), "set-p50-ms")
+	b.ReportMetric(ms(pct(add, .99)), "set-p99-ms")
+
+	t0 = time.Now()
+	pa, err := bus.Invoke(ctx, env.NC, api.ShaperPlan, &api.PlanRates{Plan: "p10k", DownMbps: 100, UpMbps: 50})
+	if err != nil {
+		b.Fatal(err)
+	}
+	reshape := time.Since(t0)
+	b.Logf("n=%d: plan reshaped for %d subscribers in %v (target 2 s for 10,000: ratio %.2f)", n, pa.Reshaped, reshape.Round(time.Millisecond),
+		reshape.Seconds()/2*10000/float64(pa.Reshaped))
+	b.ReportMetric(reshape.Seconds(), "reshape-s")
+
+	run.stop(b)
+	run, restart := startBench(b, env, ns)
+	defer run.stop(b)
+	b.Logf("n=%d: reconcile at a restart with the kernel in place: %v (target 10 s: ratio %.2f)", n, restart.Round(time.Millisecond), restart.Seconds()/10)
+	b.ReportMetric(build.Seconds(), "build-s")
+	b.ReportMetric((tcTime + nftTime).Seconds(), "tc-batch-s")
+	b.ReportMetric(restart.Seconds(), "restart-s")
+}
+
+// tcBatch builds what the shaper builds for shapes (roots, groups with
+// their nested HTB, subscriber classes, the ifb's u32 tables and nodes) with
+// one `tc -batch` file, and the map elements with one `nft -f` file, in a
+// fresh namespace; it returns both times.
+func tcBatch(b *testing.B, shapes []api.Shape, ifaces int) (time.Duration, time.Duration) {
+	ns := testenv.Netns(b)
+	benchLinks(b, ns, ifaces)
+	nl, err := ns.Netlink()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer nl.Close()
+	var tc, nft strings.Builder
+	nft.WriteString("table inet bench {\n map down4 { type ipv4_addr : classid; }\n map down6 { type ipv6_addr : classid; flags interval; }\n}\n")
+	type grp struct{ g, o3 int }
+	for j := 0; j < ifaces; j++ {
+		dev, ifb := fmt.Sprintf("b%d", j), fmt.Sprintf("shp-b%d", j)
+		if err := nl.LinkAdd(&netlink.Ifb{LinkAttrs: netlink.LinkAttrs{Name: ifb}}); err != nil {
+			b.Fatal(err)
+		}
+		l, _ := nl.LinkByName(ifb)
+		_ = nl.LinkSetUp(l)
+		for _, d := range []string{dev, ifb} {
+			fmt.Fprintf(&tc, "qdisc add dev %s root handle 7264: htb default 0\n", d)
+		}
+		fmt.Fprintf(&tc, "filter add dev %s parent 7264: prio 1 handle 100: protocol ip u32 divisor 256\n", ifb)
+		fmt.Fprintf(&tc, "filter add dev %s parent 7264: prio 1 protocol ip u32 link 100: hashkey mask 0x0000ff00 at 12 match u32 0 0\n", ifb)
+		groups := map[string]grp{}
+		var elems4, elems6 []string
+		for _, s := range shapes {
+			if s.Iface != dev {
+				continue
+			}
+			parts := strings.Split(s.IP, ".")
+			net24 := strings.Join(parts[:3], ".")
+			o3, _ := strconv.Atoi(parts[2])
+			o4, _ := strconv.Atoi(parts[3])
+			g, ok := groups[net24]
+			if !ok {
+				g = grp{len(groups) + 1, o3}
+				groups[net24] = g
+				for _, d := range []string{dev, ifb} {
+					fmt.Fprintf(&tc, "class add dev %s parent 7264: classid 7264:%x htb rate 100gbit ceil 100gbit quantum 200000\n", d, g.g)
+					fmt.Fprintf(&tc, "qdisc add dev %s parent 7264:%x handle %x: htb default 0\n", d, g.g, g.g)
+				}
+				fmt.Fprintf(&tc, "filter add dev %s parent %x: prio 1 handle 200: protocol ip u32 divisor 256\n", ifb, g.g)
+				fmt.Fprintf(&tc, "filter add dev %s parent %x: prio 1 protocol ip u32 link 200: hashkey mask 0x000000ff at 12 match u32 0 0\n", ifb, g.g)
+				fmt.Fprintf(&tc, "filter add dev %s parent 7264: prio 1 protocol ip handle 100:%x:1 u32 ht 100:%x: match ip src %s.0/24 flowid 7264:%x\n", ifb, o3, o3, net24, g.g)
+			}
+			m := o4 + 1
+			fmt.Fprintf(&tc, "class add dev %s parent %x: classid %x:%x htb rate %dmbit ceil %dmbit quantum %d\n", dev, g.g, g.g, m, s.DownMbps, s.DownMbps, max(1600, min(200000, s.DownMbps*12500)))
+			fmt.Fprintf(&tc, "class add dev %s parent %x: classid %x:%x htb rate %dmbit ceil %dmbit quantum %d\n", ifb, g.g, g.g, m, s.UpMbps, s.UpMbps, max(1600, min(200000, s.UpMbps*12500)))
+			fmt.Fprintf(&tc, "filter add dev %s parent %x: prio 1 protocol ip handle 200:%x:1 u32 ht 200:%x: match ip src %s/32 flowid %x:%x\n", ifb, g.g, o4, o4, s.IP, g.g, m)
+			elems4 = append(elems4, fmt.Sprintf("%s : %x:%x", s.IP, g.g, m))
+			if s.Prefix6 != "" {
+				elems6 = append(elems6, fmt.Sprintf("%s : %x:%x", s.Prefix6, g.g, m))
+			}
+		}
+		for len(elems4) > 0 {
+			c := min(5000, len(elems4))
+			fmt.Fprintf(&nft, "add element inet bench down4 { %s }\n", strings.Join(elems4[:c], ", "))
+			elems4 = elems4[c:]
+		}
+		for len(elems6) > 0 {
+			c := min(5000, len(elems6))
+			fmt.Fprintf(&nft, "add element inet bench down6 { %s }\n", strings.Join(elems6[:c], ", "))
+			elems6 = elems6[c:]
+		}
+	}
+	dir := b.TempDir()
+	tcFile, nftFile := filepath.Join(dir, "tc.batch"), filepath.Join(dir, "nft.rules")
+	if err := os.WriteFile(tcFile, []byte(tc.String()), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	if err := os.WriteFile(nftFile, []byte(nft.String()), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	timed := func(name string, args ...string) time.Duration {
+		t := time.Now()
+		out, err := exec.Command("nsenter", append([]string{"--net=" + ns.Path(), name}, args...)...).CombinedOutput()
+		if err != nil {
+			b.Fatalf("%s: %v\n%.2000s", name, err, out)
+		}
+		return time.Since(t)
+	}
+	return timed("tc", "-force", "-batch", tcFile), timed("nft", "-f", nftFile)
+}

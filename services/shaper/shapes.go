@@ -1,0 +1,522 @@
+package shaper
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"net/url"
+	"strings"
+
+	"github.com/google/nftables"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"golang.org/x/sys/unix"
+
+	"routerd.dev/proto/api"
+	"routerd.dev/shared/apierr"
+	"routerd.dev/shared/store"
+)
+
+// record is one stored subscriber: /router/shaper/shapes/<id, escaped>.
+type record struct {
+	api.Shape
+	// Class is the subscriber's class G:m, the same on the interface
+	// (download) and on its ifb (upload): G its /24's group on the
+	// interface, m its last octet + 1.
+	Class uint32 `json:"class"`
+	// Node numbers the /24's node in the ifb root's table (1 unless two
+	// /24s of the interface share their third octet).
+	Node uint16 `json:"node"`
+}
+
+// planRecord is a plan's rates as last given by ShaperPlan:
+// /router/shaper/plans/<plan>.
+type planRecord struct {
+	api.PlanRates
+}
+
+type group struct {
+	g       uint16
+	node    uint16
+	net24   netip.Addr
+	members int
+}
+
+type ifaceS struct {
+	k       *ifaceK
+	groups  map[netip.Addr]*group // by the /24's network address
+	byMajor map[uint16]*group
+	count   int
+}
+
+type state struct {
+	recs   map[string]*record
+	byIP   map[netip.Addr]string
+	by6    map[netip.Prefix]string
+	ifaces map[string]*ifaceS
+}
+
+func newState() *state {
+	return &state{recs: map[string]*record{}, byIP: map[netip.Addr]string{}, by6: map[netip.Prefix]string{}, ifaces: map[string]*ifaceS{}}
+}
+
+func net24(ip netip.Addr) netip.Addr {
+	b := ip.As4()
+	b[3] = 0
+	return netip.AddrFrom4(b)
+}
+
+func (s *Service) shapeKey(id string) string { return s.st.Key("shapes", url.PathEscape(id)) }
+func (s *Service) planKey(p string) string   { return s.st.Key("plans", url.PathEscape(p)) }
+
+// parsed is a Shape's addresses, checked.
+type parsed struct {
+	ip netip.Addr
+	p6 netip.Prefix // invalid when none
+}
+
+func parseShape(in *api.Shape) (parsed, error) {
+	var p parsed
+	ip, err := netip.ParseAddr(in.IP)
+	if err != nil || !ip.Is4() {
+		return p, apierr.Invalid("ip", "ip must be an IPv4 address")
+	}
+	p.ip = ip
+	if in.Prefix6 != "" {
+		pr, err := netip.ParsePrefix(in.Prefix6)
+		if err != nil {
+			a, aerr := netip.ParseAddr(in.Prefix6)
+			if aerr != nil {
+				return p, apierr.Invalid("prefix6", "prefix6 must be an IPv6 address or prefix")
+			}
+			pr = netip.PrefixFrom(a, 128)
+		}
+		if !pr.Addr().Is6() || pr.Addr().Is4In6() {
+			return p, apierr.Invalid("prefix6", "prefix6 must be an IPv6 address or prefix")
+		}
+		p.p6 = pr.Masked()
+	}
+	return p, nil
+}
+
+// iface returns the shaped interface name, setting it up in the kernel
+// the first time.
+func (s *Service) iface(name string) (*ifaceS, error) {
+	if is := s.state.ifaces[name]; is != nil {
+		return is, nil
+	}
+	ik, err := s.k.ensureIface(name)
+	if errors.Is(err, errNoIface) {
+		return nil, apierr.Invalid("iface", "no interface %q on the router", name)
+	}
+	if err != nil {
+		return nil, apierr.Internal(err.Error(), "interface %s cannot be shaped: %v", name, err)
+	}
+	is := &ifaceS{k: ik, groups: map[netip.Addr]*group{}, byMajor: map[uint16]*group{}}
+	s.state.ifaces[name] = is
+	return is, nil
+}
+
+// groupFor returns the group of ip's /24 on the interface, allocating a
+// new one (not yet in the kernel: fresh is true) when none.
+func (is *ifaceS) groupFor(ip netip.Addr) (g *group, fresh bool, err error) {
+	n := net24(ip)
+	if g := is.groups[n]; g != nil {
+		return g, false, nil
+	}
+	var major uint16
+	for m := uint16(1); m < maxGroup; m++ {
+		if is.byMajor[m] == nil {
+			major = m
+			break
+		}
+	}
+	if major == 0 {
+		return nil, false, apierr.New(apierr.KindExhausted, "interface %s has no free group for %s/24", is.k.name, n)
+	}
+	used := map[uint16]bool{}
+	o3 := n.As4()[2]
+	for _, og := range is.groups {
+		if og.net24.As4()[2] == o3 {
+			used[og.node] = true
+		}
+	}
+	node := uint16(1)
+	for used[node] {
+		node++
+	}
+	return &group{g: major, node: node, net24: n}, true, nil
+}
+
+func (is *ifaceS) addGroup(g *group) {
+	is.groups[g.net24] = g
+	is.byMajor[g.g] = g
+}
+
+func (is *ifaceS) dropGroup(g *group) {
+	delete(is.groups, g.net24)
+	delete(is.byMajor, g.g)
+}
+
+func classOf(g *group, ip netip.Addr) uint32 { return uint32(g.g)<<16 | uint32(ip.As4()[3]) + 1 }
+
+func (s *Service) ready() error {
+	if s.w == nil || s.state == nil {
+		return apierr.Unavailable("the shaper is not serving yet")
+	}
+	return nil
+}
+
+// Set shapes one subscriber, or changes its rates, address or interface:
+// stored first, then its own classes, upload node and map elements; a
+// kernel refusal takes the stored change out and puts the old kernel state
+// back.
+func (s *Service) Set(ctx context.Context, in *api.Shape) (*api.ShapeAnswer, error) {
+	p, err := parseShape(in)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.ready(); err != nil {
+		return nil, err
+	}
+	st := s.state
+	if other, ok := st.byIP[p.ip]; ok && other != in.ID {
+		return nil, apierr.Conflict("ip %s is shaped for %s", p.ip, other)
+	}
+	if p.p6.IsValid() {
+		if other, ok := st.by6[p.p6]; ok && other != in.ID {
+			return nil, apierr.Conflict("prefix6 %s is shaped for %s", p.p6, other)
+		}
+	}
+	old := st.recs[in.ID]
+	if old != nil && old.Shape == *in {
+		return &api.ShapeAnswer{Result: api.Result{Code: 200, Message: "unchanged"}, Shape: &old.Shape}, nil
+	}
+	is, err := s.iface(in.Iface)
+	if err != nil {
+		return nil, err
+	}
+	rec := &record{Shape: *in}
+	rec.Prefix6 = ""
+	if p.p6.IsValid() {
+		rec.Prefix6 = p.p6.String()
+	}
+	g, fresh, err := is.groupFor(p.ip)
+	if err != nil {
+		return nil, err
+	}
+	rec.Class, rec.Node = classOf(g, p.ip), g.node
+	if _, err := s.w.Txn().Put(s.shapeKey(in.ID), rec).Commit(ctx); err != nil {
+		return nil, storeErr(err)
+	}
+	if err := s.applySet(is, g, fresh, old, rec, p); err != nil {
+		s.undoStore(old, in.ID)
+		return nil, apierr.Internal(err.Error(), "shaping %s refused by the kernel: rolled back", in.ID)
+	}
+	code := 201
+	if old != nil {
+		code = 200
+	}
+	out := rec.Shape
+	return &api.ShapeAnswer{Result: api.Result{Code: code}, Shape: &out}, nil
+}
+
+// applySet puts rec into the kernel and the state, removing what old had
+// that rec does not; on failure it leaves the kernel and state as old had
+// them.
+func (s *Service) applySet(is *ifaceS, g *group, fresh bool, old, rec *record, p parsed) error {
+	st := s.state
+	if fresh {
+		if err := s.k.putGroup(is.k, g.g, g.net24, g.node); err != nil {
+			_ = s.k.delGroup(is.k, g.g, g.net24, g.node)
+			return err
+		}
+		is.addGroup(g)
+	}
+	sameClass := old != nil && old.Iface == rec.Iface && old.Class == rec.Class
+	undoNew := func() {
+		if !sameClass {
+			_ = s.k.delSub(is.k, rec.Class, p.ip)
+		} else {
+			op, _ := parseShape(&old.Shape)
+			_ = s.k.putSub(is.k, old.Class, op.ip, old.DownMbps, old.UpMbps, false)
+		}
+		if fresh {
+			_ = s.k.delGroup(is.k, g.g, g.net24, g.node)
+			is.dropGroup(g)
+		}
+	}
+	if err := s.k.putSub(is.k, rec.Class, p.ip, rec.DownMbps, rec.UpMbps, !sameClass); err != nil {
+		undoNew()
+		return err
+	}
+	// The map elements: the old ones out, the new in, one transaction.
+	var del4, add4, del6, add6 []nftables.SetElement
+	var op parsed
+	if old != nil {
+		op, _ = parseShape(&old.Shape)
+		if op.ip != p.ip || old.Class != rec.Class {
+			del4 = elems4(op.ip, old.Class)
+		}
+		if op.p6.IsValid() && (op.p6 != p.p6 || old.Class != rec.Class) {
+			del6 = elems6(op.p6, old.Class)
+		}
+	}
+	if old == nil || op.ip != p.ip || old.Class != rec.Class {
+		add4 = elems4(p.ip, rec.Class)
+	}
+	if p.p6.IsValid() && (old == nil || op.p6 != p.p6 || old.Class != rec.Class) {
+		add6 = elems6(p.p6, rec.Class)
+	}
+	if err := s.nft.change(del4, add4, del6, add6); err != nil {
+		undoNew()
+		return err
+	}
+	// The old classes, and their group when it empties.
+	if old != nil {
+		delete(st.byIP, op.ip)
+		if op.p6.IsValid() {
+			delete(st.by6, op.p6)
+		}
+		if !sameClass {
+			ois := st.ifaces[old.Iface]
+			if ois != nil {
+				if err := s.k.delSub(ois.k, old.Class, op.ip); err != nil {
+					s.deps.Log.Warn("old classes not removed (the next start's reconcile will)", "id", old.ID, "err", err)
+				}
+				ois.count--
+				if og := ois.byMajor[uint16(old.Class>>16)]; og != nil {
+					og.members--
+					if og.members <= 0 {
+						if err := s.k.delGroup(ois.k, og.g, og.net24, og.node); err != nil {
+							s.deps.Log.Warn("empty group not removed", "iface", old.Iface, "group", og.g, "err", err)
+						}
+						ois.dropGroup(og)
+					}
+				}
+			}
+		}
+	}
+	if !sameClass {
+		g.members++
+		is.count++
+	}
+	st.recs[rec.ID] = rec
+	st.byIP[p.ip] = rec.ID
+	if p.p6.IsValid() {
+		st.by6[p.p6] = rec.ID
+	}
+	return nil
+}
+
+// undoStore puts the stored record back as it was before a refused change.
+func (s *Service) undoStore(old *record, id string) {
+	ctx, cancel := context.WithTimeout(context.Background(), storeUndoTimeout)
+	defer cancel()
+	t := s.w.Txn()
+	if old == nil {
+		t.Delete(s.shapeKey(id))
+	} else {
+		t.Put(s.shapeKey(id), old)
+	}
+	if _, err := t.Commit(ctx); err != nil {
+		s.deps.Log.Error("stored shape not rolled back (the next start's reconcile applies it)", "id", id, "err", err)
+	}
+}
+
+// Remove takes one subscriber's shaping away: its record, map elements,
+// upload node and classes (and its group when it was the last of its /24).
+func (s *Service) Remove(ctx context.Context, in *api.ShapeRef) (*api.ShapeAnswer, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.ready(); err != nil {
+		return nil, err
+	}
+	st := s.state
+	old := st.recs[in.ID]
+	if old == nil {
+		return nil, apierr.NotFound("%s is not shaped", in.ID)
+	}
+	if _, err := s.w.Txn().Delete(s.shapeKey(in.ID)).Commit(ctx); err != nil {
+		return nil, storeErr(err)
+	}
+	op, _ := parseShape(&old.Shape)
+	var del6 []nftables.SetElement
+	if op.p6.IsValid() {
+		del6 = elems6(op.p6, old.Class)
+	}
+	if err := s.nft.change(elems4(op.ip, old.Class), nil, del6, nil); err != nil {
+		s.undoStore(old, in.ID)
+		return nil, apierr.Internal(err.Error(), "removing %s's shaping refused by the kernel: rolled back", in.ID)
+	}
+	is := st.ifaces[old.Iface]
+	if is != nil {
+		if err := s.k.delSub(is.k, old.Class, op.ip); err != nil {
+			s.deps.Log.Warn("classes not removed (the next start's reconcile will)", "id", old.ID, "err", err)
+		}
+		is.count--
+		if g := is.byMajor[uint16(old.Class>>16)]; g != nil {
+			g.members--
+			if g.members <= 0 {
+				if err := s.k.delGroup(is.k, g.g, g.net24, g.node); err != nil {
+					s.deps.Log.Warn("empty group not removed", "iface", old.Iface, "group", g.g, "err", err)
+				}
+				is.dropGroup(g)
+			}
+		}
+	}
+	delete(st.recs, in.ID)
+	delete(st.byIP, op.ip)
+	if op.p6.IsValid() {
+		delete(st.by6, op.p6)
+	}
+	out := old.Shape
+	return &api.ShapeAnswer{Shape: &out}, nil
+}
+
+// Plan gives every subscriber of a plan its new rates: the plan's rates
+// and every changed record stored first (transactions of maxTxnOps), then
+// the two classes of each changed in the kernel; a kernel refusal puts the
+// changed classes and records back.
+func (s *Service) Plan(ctx context.Context, in *api.PlanRates) (*api.PlanRatesAnswer, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.ready(); err != nil {
+		return nil, err
+	}
+	var changed []*record
+	for _, r := range s.state.recs {
+		if r.Plan == in.Plan && (r.DownMbps != in.DownMbps || r.UpMbps != in.UpMbps) {
+			changed = append(changed, r)
+		}
+	}
+	next := make([]*record, len(changed))
+	for i, r := range changed {
+		n := *r
+		n.DownMbps, n.UpMbps = in.DownMbps, in.UpMbps
+		next[i] = &n
+	}
+	if err := s.putRecords(ctx, next, &planRecord{*in}); err != nil {
+		return nil, storeErr(err)
+	}
+	for i, r := range next {
+		is := s.state.ifaces[r.Iface]
+		if is == nil {
+			continue
+		}
+		if err := s.k.rates(is.k, r.Class, r.DownMbps, r.UpMbps); err != nil {
+			for _, o := range changed[:i+1] {
+				if ois := s.state.ifaces[o.Iface]; ois != nil {
+					_ = s.k.rates(ois.k, o.Class, o.DownMbps, o.UpMbps)
+				}
+			}
+			uctx, cancel := context.WithTimeout(context.Background(), storeUndoTimeout)
+			_ = s.putRecords(uctx, changed, nil)
+			cancel()
+			return nil, apierr.Internal(err.Error(), "reshaping plan %s refused by the kernel: rolled back", in.Plan)
+		}
+	}
+	for _, r := range next {
+		s.state.recs[r.ID] = r
+	}
+	return &api.PlanRatesAnswer{Reshaped: len(next)}, nil
+}
+
+// maxTxnOps stays under etcd's default limit of operations per transaction.
+const maxTxnOps = 100
+
+func (s *Service) putRecords(ctx context.Context, recs []*record, plan *planRecord) error {
+	t := s.w.Txn()
+	n := 0
+	if plan != nil {
+		t.Put(s.planKey(plan.Plan), plan)
+		n++
+	}
+	for _, r := range recs {
+		t.Put(s.shapeKey(r.ID), r)
+		n++
+		if n == maxTxnOps {
+			if _, err := t.Commit(ctx); err != nil {
+				return err
+			}
+			t, n = s.w.Txn(), 0
+		}
+	}
+	if n > 0 {
+		_, err := t.Commit(ctx)
+		return err
+	}
+	return nil
+}
+
+// Page lists the stored subscribers in key order (ids escaped), a page at
+// a time, from etcd.
+func (s *Service) Page(ctx context.Context, in *api.ShapePageRequest) (*api.ShapePage, error) {
+	prefix := s.st.Key("shapes") + "/"
+	from := prefix
+	if in.After != "" {
+		from = s.shapeKey(in.After) + "\x00"
+	}
+	resp, err := s.deps.KV.Get(ctx, from, clientv3.WithRange(clientv3.GetPrefixRangeEnd(prefix)), clientv3.WithLimit(int64(in.Limit)))
+	if err != nil {
+		return nil, apierr.Unavailable("the store does not answer: %v", err)
+	}
+	out := &api.ShapePage{Shapes: make([]api.Shape, 0, len(resp.Kvs))}
+	var broken []string
+	for _, kv := range resp.Kvs {
+		var r record
+		if err := jsonUnmarshal(kv.Value, &r); err != nil {
+			broken = append(broken, string(kv.Key))
+			continue
+		}
+		out.Shapes = append(out.Shapes, r.Shape)
+	}
+	if len(broken) > 0 {
+		return nil, &store.BrokenError{Keys: broken}
+	}
+	out.Count = len(out.Shapes)
+	if resp.More && out.Count > 0 {
+		out.Next = out.Shapes[out.Count-1].ID
+	}
+	return out, nil
+}
+
+// Status summarises the shaped interfaces.
+func (s *Service) Status(ctx context.Context, _ *api.None) (*api.ShaperState, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.ready(); err != nil {
+		return nil, err
+	}
+	out := &api.ShaperState{Count: len(s.state.recs), Ifaces: []api.ShaperIface{}}
+	leaf := s.k.leaf
+	if leaf == "" {
+		leaf = "unknown"
+	}
+	for _, name := range sortedKeys(s.state.ifaces) {
+		is := s.state.ifaces[name]
+		out.Ifaces = append(out.Ifaces, api.ShaperIface{Name: name, Ifb: is.k.ifb, Subscribers: is.count, Leaf: leaf})
+	}
+	return out, nil
+}
+
+func storeErr(err error) error {
+	if errors.Is(err, store.ErrLockLost) {
+		return apierr.Unavailable("the shaper lost its host lock: nothing changed")
+	}
+	return apierr.Unavailable("the store refused the change: %v", err)
+}
+
+func isExist(err error) bool { return errors.Is(err, unix.EEXIST) }
+
+func idFromKey(prefix, key string) string {
+	id, err := url.PathUnescape(strings.TrimPrefix(key, prefix))
+	if err != nil {
+		return strings.TrimPrefix(key, prefix)
+	}
+	return id
+}
+
+var _ = fmt.Sprintf
