@@ -12,6 +12,7 @@ require (
 	routerd.dev/services/firewall v0.0.0
 	routerd.dev/services/netcfg v0.0.0
 	routerd.dev/services/routing v0.0.0
+	routerd.dev/services/shaper v0.0.0
 	routerd.dev/services/olt v0.0.0
 	routerd.dev/services/subscribers v0.0.0
 	routerd.dev/services/system v0.0.0
@@ -105,6 +106,7 @@ replace (
 	routerd.dev/services/firewall => ../services/firewall
 	routerd.dev/services/netcfg => ../services/netcfg
 	routerd.dev/services/routing => ../services/routing
+	routerd.dev/services/shaper => ../services/shaper
 	routerd.dev/services/olt => ../services/olt
 	routerd.dev/services/subscribers => ../services/subscribers
 	routerd.dev/services/system => ../services/system

@@ -26,6 +26,7 @@ import (
 	"routerd.dev/services/netcfg"
 	"routerd.dev/services/olt"
 	"routerd.dev/services/routing"
+	"routerd.dev/services/shaper"
 	"routerd.dev/services/subscribers"
 	"routerd.dev/services/system"
 	"routerd.dev/shared/bus"
@@ -83,7 +84,7 @@ func Run(ctx context.Context, cfg config.Config, opt Options) error {
 	}
 
 	var kv *clientv3.Client
-	if cfg.Runs(subscribers.Name) || cfg.Runs(cgnat.Name) || cfg.Runs(netcfg.Name) || cfg.Runs(dhcp.Name) || cfg.Runs(olt.Name) || cfg.Runs(system.Name) || cfg.Runs(routing.Name) || cfg.Runs(firewall.Name) {
+	if cfg.Runs(subscribers.Name) || cfg.Runs(cgnat.Name) || cfg.Runs(netcfg.Name) || cfg.Runs(dhcp.Name) || cfg.Runs(olt.Name) || cfg.Runs(system.Name) || cfg.Runs(routing.Name) || cfg.Runs(firewall.Name) || cfg.Runs(shaper.Name) {
 		if len(cfg.EtcdEndpoints) == 0 {
 			e, err := store.StartEmbedded(ctx, store.EmbedConfig{Dir: filepath.Join(cfg.StateDir, "etcd"), ClientAddr: cfg.EtcdListen})
 			if err != nil {
@@ -129,7 +130,7 @@ func Run(ctx context.Context, cfg config.Config, opt Options) error {
 	}
 	// The kernel services share one handle on the target namespace.
 	var target *netns.NS
-	if cfg.Runs(netcfg.Name) || cfg.Runs(dhcp.Name) || cfg.Runs(routing.Name) || cfg.Runs(firewall.Name) {
+	if cfg.Runs(netcfg.Name) || cfg.Runs(dhcp.Name) || cfg.Runs(routing.Name) || cfg.Runs(firewall.Name) || cfg.Runs(shaper.Name) {
 		if target, err = netns.Open(cfg.Netns); err != nil {
 			return err
 		}
@@ -175,6 +176,13 @@ func Run(ctx context.Context, cfg config.Config, opt Options) error {
 			return err
 		}
 		run(firewall.Name, svc.Run)
+	}
+	if cfg.Runs(shaper.Name) {
+		svc, err := shaper.New(shaper.Deps{NC: nc, KV: kv, NS: target, Log: log.With("service", shaper.Name)})
+		if err != nil {
+			return err
+		}
+		run(shaper.Name, svc.Run)
 	}
 	if cfg.Runs(olt.Name) {
 		svc := olt.New(olt.Deps{NC: nc, KV: kv, StateDir: cfg.StateDir, Log: log.With("service", olt.Name),

@@ -1,5 +1,7 @@
 package api
 
+import "time"
+
 // The shaper service: traffic control on subscriber-facing interfaces,
 // holding each subscriber to its plan's rates. It has no HTTP operations of
 // its own; the subscribers service (clients, fibre services) asks it on the
@@ -70,8 +72,9 @@ type ShaperState struct {
 
 // Shaper events.
 const (
-	ShapeSet     = "shape.set"
-	ShapeRemoved = "shape.removed"
+	ShapeSet      = "shape.set"
+	ShapeRemoved  = "shape.removed"
+	ShapeReshaped = "shape.reshaped"
 )
 
 var (
@@ -80,16 +83,19 @@ var (
 	ShaperSet = Define[Shape, ShapeAnswer](Meta{
 		Service: "shaper", Name: "shapes.set",
 		Summary: "Shape one subscriber to its rates (201 new, 200 changed). Only services call it.", Status: 201,
+		Event: ShapeSet,
 	})
 	// ShaperRemove removes one subscriber's limit; 404 when not shaped.
 	ShaperRemove = Define[ShapeRef, ShapeAnswer](Meta{
 		Service: "shaper", Name: "shapes.remove",
 		Summary: "Remove one subscriber's shaping; 404 when it has none. Only services call it.",
+		Event:   ShapeRemoved,
 	})
 	// ShaperPlan gives every subscriber of a plan the plan's new rates.
 	ShaperPlan = Define[PlanRates, PlanRatesAnswer](Meta{
 		Service: "shaper", Name: "plans.rates",
 		Summary: "Reshape every subscriber of a plan to new rates. Only services call it.",
+		Event:   ShapeReshaped, Timeout: 2 * time.Minute,
 	})
 	// ShaperPage pages the shaped subscribers (reconciliation by the owner
 	// of the subscribers).

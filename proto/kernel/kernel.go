@@ -72,3 +72,21 @@ const CGNATTable = NftablesTablePrefix + "cgnat"
 // names are too short (15 bytes) and operator-chosen to carry the mark; a
 // service removes only links whose alias names it.
 const LinkAliasPrefix = "routerd:"
+// ShaperTable is the shaper service's table (family inet): the maps from a
+// subscriber's address (IPv4, or IPv6 prefix) to its download class, read in
+// the forward path by `meta priority set ... map`. Only the shaper writes it.
+const ShaperTable = NftablesTablePrefix + "shaper"
+
+// ShaperLinkAlias is the alias of the ifb links the shaper creates to shape
+// upload (one per shaped interface): "routerd:shaper ifb of <iface>".
+const ShaperLinkAlias = LinkAliasPrefix + "shaper"
+
+// ShaperQdiscMajor is the handle major of the shaper's HTB roots (`tc qdisc
+// show` prints "htb 7264: root"): on a subscriber-facing interface (download)
+// and on its ifb (upload). A root qdisc with another handle is not the
+// shaper's and is never replaced; the shaper's redirect filter on an
+// interface's ingress qdisc has priority ShaperFilterPrio.
+const (
+	ShaperQdiscMajor = 0x7264
+	ShaperFilterPrio = 0x7264
+)

@@ -378,57 +378,12 @@ func (s *Service) window() time.Duration {
 	return api.NetworkConfirmWindow
 }
 
-// render renders c with the addresses and VLANs stored now (the VLANs'
-// own files too, so that the router boots with both).
-func (s *Service) render(ctx context.Context, c api.NetConfig, version string) network.Files {
-	addrs, d, err := s.storedAddrs(ctx)
+func (s *Service) addrsForRender(ctx context.Context) map[string][]string {
+	a, _, err := s.storedAddrs(ctx)
 	if err != nil {
-		s.deps.Log.Warn("rendering the network files without the stored addresses and VLANs", "err", err)
+		return nil
 	}
-	var vlans []network.VLANLink
-	for _, r := range d.VLANs {
-		vlans = append(vlans, network.VLANLink{Name: r.Name, Parent: r.Parent, Protocol: r.Protocol, ID: r.VLANID, Up: r.Enabled})
-	}
-	return network.Render(c, version, addrs, vlans)
-}
-
-// rerender writes the files again after a VLAN or address change, when
-// the network is managed and no apply waits (a waiting apply's rollback
-// puts its backup back; the next start renders again).
-func (s *Service) rerender(ctx context.Context) {
-	n := &s.net
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	cur, _, managed, err := s.loadDoc(ctx)
-	if err != nil || !managed {
-		return
-	}
-	if p, _, err := s.loadPending(ctx); err != nil || p != nil {
-		return
-	}
-	want := s.render(ctx, cur, network.Version(cur))
-	if have, err := network.ReadDir(s.deps.NetworkDir); err == nil && sameFiles(have, want) {
-		return
-	}
-	if err := network.Check(want); err != nil {
-		s.deps.Log.Error("rendered network files refused by the check; not written", "err", err)
-		return
-	}
-	if err := network.WriteDir(s.deps.NetworkDir, want); err != nil {
-		s.deps.Log.Error("writing the network files", "err", err)
-	}
-}
-
-// rendered wraps a VLAN or address operation so that the files follow a
-// successful change.
-func rendered[Req, Resp any](s *Service, f func(context.Context, *Req) (*Resp, error)) func(context.Context, *Req) (*Resp, error) {
-	return func(ctx context.Context, in *Req) (*Resp, error) {
-		out, err := f(ctx, in)
-		if err == nil {
-			s.rerender(context.WithoutCancel(ctx))
-		}
-		return out, err
-	}
+	return a
 }
 
 // networkApply answers POST /network/apply.
@@ -505,7 +460,7 @@ func (s *Service) networkApply(ctx context.Context, in *api.NetworkChange) (*api
 		}
 		return nil, apierr.Internal(cause.Error(), "%s", text)
 	}
-	files := s.render(ctx, pl.next, version)
+	files := network.Render(pl.next, version, s.addrsForRender(ctx))
 	if err := network.Check(files); err != nil {
 		return fail("check", err)
 	}
@@ -795,7 +750,7 @@ func (s *Service) settleNetwork(ctx context.Context, fst *store.Store) error {
 	} else if len(ch) > 0 {
 		s.deps.Log.Info("kernel brought to the stored network document", "changes", ch)
 	}
-	want := s.render(ctx, cur, network.Version(cur))
+	want := network.Render(cur, network.Version(cur), s.addrsForRender(ctx))
 	if have, err := network.ReadDir(s.deps.NetworkDir); err == nil && !sameFiles(have, want) {
 		if err := network.WriteDir(s.deps.NetworkDir, want); err != nil {
 			s.deps.Log.Error("rendering the network files", "err", err)
@@ -871,7 +826,7 @@ func (s *Service) networkAdopt(ctx context.Context, in *api.NetworkAdopt) (*api.
 		}
 		return nil, storeErr(err)
 	}
-	if err := network.WriteDir(s.deps.NetworkDir, s.render(ctx, c, network.Version(c))); err != nil {
+	if err := network.WriteDir(s.deps.NetworkDir, network.Render(c, network.Version(c), s.addrsForRender(ctx))); err != nil {
 		s.deps.Log.Error("rendering the network files", "err", err)
 	}
 	n.mu.Unlock()

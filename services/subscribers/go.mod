@@ -11,7 +11,6 @@ require (
 	routerd.dev/gateway v0.0.0
 	routerd.dev/proto v0.0.0
 	routerd.dev/services/dhcp v0.0.0
-	routerd.dev/services/firewall v0.0.0
 	routerd.dev/shared v0.0.0
 )
 
@@ -90,6 +89,5 @@ replace (
 	routerd.dev/gateway => ../../gateway
 	routerd.dev/proto => ../../proto
 	routerd.dev/services/dhcp => ../dhcp
-	routerd.dev/services/firewall => ../firewall
 	routerd.dev/shared => ../../shared
 )

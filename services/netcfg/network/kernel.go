@@ -216,9 +216,7 @@ func Apply(nl *netlink.Handle, c Config) ([]string, error) {
 	for _, p := range c.Ports {
 		l, err := nl.LinkByName(p.Name)
 		if err != nil {
-			// A card gone: nothing to set; GET /network's drift says so.
-			changes = append(changes, "port "+p.Name+" is missing from the kernel: skipped")
-			continue
+			return changes, fmt.Errorf("port %s: %w", p.Name, err)
 		}
 		a := l.Attrs()
 		if _, member := members[p.Name]; !member {
