@@ -72,6 +72,7 @@ const CGNATTable = NftablesTablePrefix + "cgnat"
 // names are too short (15 bytes) and operator-chosen to carry the mark; a
 // service removes only links whose alias names it.
 const LinkAliasPrefix = "routerd:"
+
 // ShaperTable is the shaper service's table (family inet): the maps from a
 // subscriber's address (IPv4, or IPv6 prefix) to its download class, read in
 // the forward path by `meta priority set ... map`. Only the shaper writes it.
