@@ -400,6 +400,10 @@ type OLTFields struct {
 	IPTVVLAN *int    `json:"iptv_vlan" api:"min=0,max=4094" doc:"the OLT's IPTV VLAN; 0 clears"`
 	Prefix   string  `json:"prefix" pattern:"^[A-Za-z][A-Za-z0-9_]{0,15}$" hint:"1-16 letters, digits or _, starting with a letter" doc:"name prefix of objects the router creates; default router, or s<svlan>"`
 	Comment  *string `json:"comment" api:"maxlen=200"`
+	// RxMinDBm and RxMaxDBm are this OLT's optical thresholds: an ONT
+	// received outside them is reported by the poller (ont.optical).
+	RxMinDBm *float64 `json:"rx_min_dbm" api:"min=-50,max=10" doc:"received optical power (dBm) under which the poller reports an ONT; 0 clears (the router's olt_rx_min_dbm, default -27)"`
+	RxMaxDBm *float64 `json:"rx_max_dbm" api:"min=-50,max=10" doc:"received optical power (dBm) over which the poller reports an ONT; 0 clears (the router's olt_rx_max_dbm, default -8)"`
 	// AcceptHostKey forgets the recorded SSH host key, so the key the OLT
 	// presents next is recorded (after a replaced OLT or a new key).
 	AcceptHostKey bool `json:"accept_host_key" doc:"forget the recorded SSH host key; the next connection records the one presented"`
@@ -434,18 +438,21 @@ type OLTNameRef struct {
 
 // OLTRecord is a registered OLT as answered: never its credentials.
 type OLTRecord struct {
-	Name        string `json:"name"`
-	Host        string `json:"host"`
-	Port        int    `json:"port"`
-	Protocol    string `json:"protocol"`
-	Vendor      string `json:"vendor"`
-	SVLAN       int    `json:"svlan"`
-	Operator    bool   `json:"operator"`
-	IPTVVLAN    int    `json:"iptv_vlan"`
-	Prefix      string `json:"prefix"`
-	Comment     string `json:"comment"`
-	UserSet     bool   `json:"user_set"`
-	PasswordSet bool   `json:"password_set"`
+	Name     string `json:"name"`
+	Host     string `json:"host"`
+	Port     int    `json:"port"`
+	Protocol string `json:"protocol"`
+	Vendor   string `json:"vendor"`
+	SVLAN    int    `json:"svlan"`
+	Operator bool   `json:"operator"`
+	IPTVVLAN int    `json:"iptv_vlan"`
+	Prefix   string `json:"prefix"`
+	Comment  string `json:"comment"`
+	// RxMinDBm and RxMaxDBm: 0 is the router's setting.
+	RxMinDBm    float64 `json:"rx_min_dbm,omitempty" doc:"optical threshold of the poller's ont.optical; absent: the router's"`
+	RxMaxDBm    float64 `json:"rx_max_dbm,omitempty" doc:"optical threshold of the poller's ont.optical; absent: the router's"`
+	UserSet     bool    `json:"user_set"`
+	PasswordSet bool    `json:"password_set"`
 	// SSHHostKey is recorded on the first SSH contact and checked on
 	// every later one (a changed key is refused until accepted).
 	SSHHostKey            string   `json:"ssh_host_key" doc:"recorded on first SSH contact, checked afterwards"`

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"routerd.dev/proto/api"
 	"routerd.dev/services/olt/driver"
 	"routerd.dev/shared/store"
 )
@@ -24,8 +25,11 @@ const (
 	MaxRxDBm = -8.0
 )
 
-// rxThresholds are the poller's optical thresholds.
-func (s *Service) rxThresholds() (lo, hi float64) {
+// rxThresholds are the poller's optical thresholds for an OLT: its
+// record's (rx_min_dbm, rx_max_dbm), else the service's, else class B+.
+// A pair left without room between them (a record imported as it was)
+// falls back to the service's.
+func (s *Service) rxThresholds(rec *api.OLTRecord) (lo, hi float64) {
 	lo, hi = MinRxDBm, MaxRxDBm
 	if s.deps.RxMinDBm != 0 {
 		lo = s.deps.RxMinDBm
@@ -33,7 +37,20 @@ func (s *Service) rxThresholds() (lo, hi float64) {
 	if s.deps.RxMaxDBm != 0 {
 		hi = s.deps.RxMaxDBm
 	}
-	return lo, hi
+	if rec == nil {
+		return lo, hi
+	}
+	l, h := lo, hi
+	if rec.RxMinDBm != 0 {
+		l = rec.RxMinDBm
+	}
+	if rec.RxMaxDBm != 0 {
+		h = rec.RxMaxDBm
+	}
+	if l >= h {
+		return lo, hi
+	}
+	return l, h
 }
 
 // Events of the poller, on router.events.olt.<kind>.
@@ -199,7 +216,11 @@ func (p *poller) read(ctx context.Context, d driver.Driver, t *target, st *seen)
 				continue
 			}
 			k := ontKey(port, r.ID)
-			lo, hi := s.rxThresholds()
+			var rec *api.OLTRecord
+			if t.rec != nil {
+				rec = &t.rec.OLTRecord
+			}
+			lo, hi := s.rxThresholds(rec)
 			out := *r.RxPowerDBm < lo || *r.RxPowerDBm > hi
 			lowRx[k] = out
 			if out && !st.lowRx[k] {

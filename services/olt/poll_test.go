@@ -3,6 +3,7 @@ package olt_test
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -113,6 +114,41 @@ func TestPollerOpticalThresholds(t *testing.T) {
 	defer func() { cancel(); <-done }()
 	d := waitEvent(t, sub, olt.EventONTOptical)
 	if d["sn"] != simSN || d["min"] != -12.0 || d["max"] != -5.0 || d["rx_power_dbm"].(float64) > -12 {
+		t.Errorf("ont.optical %v", d)
+	}
+}
+
+// An OLT's record can carry its own thresholds (class C+ optics on one
+// OLT, B+ on another): the poller uses them, and a pair without room
+// between them is refused with 400 naming rx_min_dbm.
+func TestRegistryOpticalThresholds(t *testing.T) {
+	r := start(t)
+	a := r.do(t, "POST", "/olts", map[string]any{"name": "bad", "host": "127.0.0.1", "user": "u", "pass": "p", "rx_min_dbm": -5}, nil)
+	if a.status != 400 || !strings.Contains(a.raw, "rx_min_dbm") {
+		t.Errorf("rx_min_dbm over the default max: %d %s", a.status, a.raw)
+	}
+	a = r.do(t, "POST", "/olts", map[string]any{"name": "bad", "host": "127.0.0.1", "user": "u", "pass": "p", "rx_max_dbm": 11}, nil)
+	if a.status != 400 || !strings.Contains(a.raw, "rx_max_dbm") {
+		t.Errorf("rx_max_dbm 11: %d %s", a.status, a.raw)
+	}
+	r.register(t, "lab", map[string]any{"rx_min_dbm": -12, "rx_max_dbm": -5})
+	a = r.do(t, "GET", "/olts", nil, nil)
+	if rec := a.body["olts"].([]any)[0].(map[string]any); rec["rx_min_dbm"] != -12.0 || rec["rx_max_dbm"] != -5.0 {
+		t.Errorf("record %v", rec)
+	}
+	sub, err := r.env.NC.SubscribeSync("router.events.olt.ont.optical")
+	if err != nil {
+		t.Fatal(err)
+	}
+	envelope(t, r.do(t, "POST", "/olt/vlan-add", map[string]any{"vlan": 100}, nil), "vlan-add", 200)
+	envelope(t, r.do(t, "POST", "/olt/ont-add", map[string]any{"port": simPort, "sn": simSN, "vlan": 100, "down_kbps": 10000, "up_kbps": 5000}, nil), "ont-add", 200)
+	o := olt.New(olt.Deps{NC: r.env.NC, KV: r.env.KV, StateDir: r.state, PollEvery: 40 * time.Millisecond, BackupEvery: -1})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { o.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	d := waitEvent(t, sub, olt.EventONTOptical)
+	if d["olt"] != "lab" || d["min"] != -12.0 || d["max"] != -5.0 {
 		t.Errorf("ont.optical %v", d)
 	}
 }

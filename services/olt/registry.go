@@ -97,6 +97,12 @@ func apply(rec *api.OLTRecord, f *api.OLTFields) {
 	if f.Comment != nil {
 		rec.Comment = *f.Comment
 	}
+	if f.RxMinDBm != nil {
+		rec.RxMinDBm = *f.RxMinDBm
+	}
+	if f.RxMaxDBm != nil {
+		rec.RxMaxDBm = *f.RxMaxDBm
+	}
 	if f.AcceptHostKey {
 		rec.SSHHostKey, rec.SSHHostKeyFingerprint = "", ""
 	}
@@ -108,11 +114,31 @@ func apply(rec *api.OLTRecord, f *api.OLTFields) {
 	}
 }
 
+// checkRecord refuses what the field rules alone cannot: optical
+// thresholds that leave no room between them (with the router's own for
+// the one not set).
+func (s *Service) checkRecord(rec *api.OLTRecord) error {
+	lo, hi := s.rxThresholds(nil)
+	if rec.RxMinDBm != 0 {
+		lo = rec.RxMinDBm
+	}
+	if rec.RxMaxDBm != 0 {
+		hi = rec.RxMaxDBm
+	}
+	if lo >= hi {
+		return apierr.Invalid("rx_min_dbm", "rx_min_dbm (%v) must be below rx_max_dbm (%v)", lo, hi)
+	}
+	return nil
+}
+
 // Add is POST /olts.
 func (s *Service) Add(ctx context.Context, in *api.OLTAdd) (*api.OLTPutAnswer, error) {
 	now := s.now().Format(timeLayout)
 	rec := api.OLTRecord{Name: in.Name, Created: now, Updated: now}
 	apply(&rec, &in.OLTFields)
+	if err := s.checkRecord(&rec); err != nil {
+		return nil, err
+	}
 	c := credentials{User: in.User, Pass: in.Pass}
 	sealed, err := s.seal.seal(rec.Name, c)
 	if err != nil {
@@ -143,6 +169,9 @@ func (s *Service) Set(ctx context.Context, in *api.OLTSet) (*api.OLTPutAnswer, e
 		}
 		rec := cur.OLTRecord
 		apply(&rec, &in.OLTFields)
+		if err := s.checkRecord(&rec); err != nil {
+			return nil, err
+		}
 		sealed := cur.Sealed
 		if in.User != "" || in.Pass != "" {
 			c, err := s.seal.open(cur.Name, cur.Sealed)
