@@ -149,4 +149,14 @@ func TestLabCGNAT(t *testing.T) {
 		}
 		return nil
 	})
+	// The subscribers service's clients.page was read: the slot stands.
+	eventually(t, 20*time.Second, func() error {
+		if _, m := r.call("GET", "/cgnat", nil); m["clients_synced"] != true || m["assigned"] != float64(1) {
+			return fmt.Errorf("GET /cgnat after the restart: %v", m)
+		}
+		return nil
+	})
+	if lk := r.must("GET", "/cgnat/lookup?public_ip=203.0.113.1&port=1024", nil, 200); lk["mac"] != "02:00:00:00:00:50" {
+		t.Fatalf("lookup after the restart: %v", lk)
+	}
 }
