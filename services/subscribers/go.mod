@@ -11,6 +11,8 @@ require (
 	routerd.dev/gateway v0.0.0
 	routerd.dev/proto v0.0.0
 	routerd.dev/services/dhcp v0.0.0
+	routerd.dev/services/firewall v0.0.0
+	routerd.dev/services/shaper v0.0.0
 	routerd.dev/shared v0.0.0
 )
 
@@ -89,5 +91,7 @@ replace (
 	routerd.dev/gateway => ../../gateway
 	routerd.dev/proto => ../../proto
 	routerd.dev/services/dhcp => ../dhcp
+	routerd.dev/services/firewall => ../firewall
+	routerd.dev/services/shaper => ../shaper
 	routerd.dev/shared => ../../shared
 )

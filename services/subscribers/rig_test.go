@@ -210,9 +210,10 @@ type rig struct {
 	svc      *subscribers.Service
 }
 
-// realOwners, set by real_test.go, starts the real shaper and firewall
-// services in the namespace.
-var realOwners func(t testing.TB, env *testenv.Env, ns *netns.NS, log *slog.Logger, run func(func(context.Context) error))
+// realOwners, set by real_test.go, starts the real owners of the clients'
+// effects it is built with in the namespace and says which (the others
+// are the stand-ins).
+var realOwners func(t testing.TB, env *testenv.Env, ns *netns.NS, log *slog.Logger, run func(func(context.Context) error)) (shaper, firewall bool)
 
 // expiryEvery is the end-date period of the rigs (benchmarks lengthen it).
 var expiryEvery = 200 * time.Millisecond
@@ -257,15 +258,19 @@ func newRig(t testing.TB, real bool) *rig {
 		t.Fatal(err)
 	}
 	run(d.Run)
+	realShaper, realFirewall := false, false
 	if real {
 		if realOwners == nil {
-			t.Skip("the real shaper and firewall are not built into this test (real_test.go)")
+			t.Skip("the real owners are not built into this test (real_test.go)")
 		}
-		realOwners(t, env, ns, log, run)
-	} else {
+		realShaper, realFirewall = realOwners(t, env, ns, log, run)
+	}
+	if !realShaper {
 		run(func(ctx context.Context) error {
 			return bus.Run(ctx, env.NC, bus.ServiceConfig{Name: "shaper", Version: "0.0.0", Log: log, Endpoints: r.fx.endpointsShaper()})
 		})
+	}
+	if !realFirewall {
 		run(func(ctx context.Context) error {
 			return bus.Run(ctx, env.NC, bus.ServiceConfig{Name: "firewall", Version: "0.0.0", Log: log, Endpoints: r.fx.endpointsFirewall()})
 		})
