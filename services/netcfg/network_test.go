@@ -8,14 +8,18 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+	"github.com/nats-io/nats.go"
 	"github.com/vishvananda/netlink"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"routerd.dev/proto/api"
 	pb "routerd.dev/proto/bus"
+	"routerd.dev/proto/event"
 	"routerd.dev/services/netcfg"
 	"routerd.dev/shared/bus"
 	"routerd.dev/shared/netns"
@@ -111,6 +115,23 @@ func TestNetworkApplyConfirmRollback(t *testing.T) {
 	port(t, ns)
 	veth(t, ns, "p1", "p1x")
 	r := &netRig{t: t, env: testenv.Start(t), ns: ns, state: t.TempDir()}
+	var evMu sync.Mutex
+	var events []string
+	sub, err := r.env.NC.Subscribe(event.Subject("netcfg", "network.>"), func(m *nats.Msg) {
+		var e event.Event
+		var d struct {
+			Why string `json:"why"`
+		}
+		_ = json.Unmarshal(m.Data, &e)
+		_ = json.Unmarshal(e.Data, &d)
+		evMu.Lock()
+		events = append(events, strings.TrimSuffix(e.Kind+" "+d.Why, " "))
+		evMu.Unlock()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
 	r.start(10 * time.Second)
 
 	m := r.do(api.NetworkGet, nil, 200)
@@ -257,6 +278,18 @@ func TestNetworkApplyConfirmRollback(t *testing.T) {
 	if m := r.do(api.NetworkGet, nil, 200); m["pending"] != nil || m["version"] != v2 || r.link("p1").Attrs().MTU != 9000 {
 		t.Fatalf("after a restart: pending %v version %v (want %s) mtu %d", m["pending"], m["version"], v2, r.link("p1").Attrs().MTU)
 	}
+	want := []string{"network.adopted", "network.pending", "network.confirmed", "network.pending", "network.rolledback request",
+		"network.pending", "network.rolledback timer", "network.pending", "network.rolledback restart"}
+	testenv.WaitFor(t, 5*time.Second, "the events", func() bool {
+		evMu.Lock()
+		defer evMu.Unlock()
+		return len(events) >= len(want)
+	})
+	evMu.Lock()
+	if d := cmp.Diff(want, events); d != "" {
+		t.Errorf("events (-want +got):\n%s", d)
+	}
+	evMu.Unlock()
 }
 
 // sshSession opens an established TCP session to addr:22 inside ns (a
@@ -305,9 +338,13 @@ func TestNetworkIPOperations(t *testing.T) {
 	env := testenv.Start(t)
 	r := &netRig{t: t, env: env, ns: ns, state: t.TempDir()}
 	r.start(time.Minute)
+	r.do(api.NetworkAdoptOp, map[string]any{}, 201)
 
 	if m := r.do(api.NetIPAddOp, map[string]any{"iface": "p1", "ip": "198.51.100.1/24"}, 200); m["persisted"] != true {
 		t.Fatalf("ip-add: %v", m)
+	}
+	if f := r.file("10-routerd-p1.network"); !strings.Contains(f, "Address=198.51.100.1/24") {
+		t.Errorf("the files do not follow ip-add:\n%s", f)
 	}
 	if out := testenv.Run(t, ns, "ip", "addr", "show", "p1"); !strings.Contains(out, "198.51.100.1/24") {
 		t.Fatalf("ip-add not in the kernel:\n%s", out)
@@ -376,6 +413,9 @@ func TestNetworkIPOperations(t *testing.T) {
 	r.do(api.NetIPDeleteOp, map[string]any{"iface": "p1", "ip": "198.51.100.1/24"}, 200)
 	if out := testenv.Run(t, ns, "ip", "addr", "show", "p1"); strings.Contains(out, "198.51.100.1/24") {
 		t.Errorf("ip-delete left the address:\n%s", out)
+	}
+	if f := r.file("10-routerd-p1.network"); strings.Contains(f, "Address=198.51.100.1/24") {
+		t.Errorf("the files do not follow ip-delete:\n%s", f)
 	}
 	r.do(api.NetVLANCheckOp, map[string]any{"name": "vlan100"}, 404)
 	r.do(api.NetVLANDeleteOp, map[string]any{"name": "vlan100"}, 404)
