@@ -111,11 +111,23 @@ func TestLabClients(t *testing.T) {
 		t.Logf("suspension not checked: POST /suspend answered %d %v (no firewall service in this build?)", st, m)
 	}
 
+	// A plan: shaped by the shaper service; the plan cannot go while used.
+	r.must("POST", "/plans", map[string]any{"name": "e2e", "down_mbps": 20, "up_mbps": 10}, 201)
+	if m := r.must("POST", "/plan", map[string]any{"mac": mac, "plan": "e2e"}, 200); m["plan"] != "e2e" {
+		t.Errorf("set-plan: %v", m)
+	}
+	r.must("POST", "/plans", map[string]any{"name": "e2e", "down_mbps": 50, "up_mbps": 10}, 200)
+	r.must("DELETE", "/plans/e2e", nil, 409)
+	if err := uplink(); err != nil {
+		t.Errorf("shaped client does not reach the uplink: %v", err)
+	}
+
 	m = r.must("DELETE", "/clients/"+mac, nil, 200)
 	if m["client"].(map[string]any)["hostname"] != "lab-cpe" {
 		t.Errorf("delete: %v", m)
 	}
 	r.must("GET", "/clients/"+mac, nil, 404)
+	r.must("DELETE", "/plans/e2e", nil, 200)
 }
 
 func clientField(m map[string]any, path ...string) any {
