@@ -385,7 +385,7 @@ func (s *Service) reconcileNft(res *ReconcileResult) error {
 			add = append(add, elems4(a, c)...)
 		}
 	}
-	const chunk = 4096
+	const chunk = 2048 // elements per transaction: one batch must fit one sendmsg
 	for len(del) > 0 {
 		m := min(chunk, len(del))
 		if err := n.change(del[:m], nil, nil, nil); err != nil {
@@ -422,16 +422,18 @@ func (s *Service) reconcileNft(res *ReconcileResult) error {
 		}
 	}
 	if !same {
+		// Emptied and the first elements in one transaction, the rest
+		// in transactions of chunk (one batch must fit one sendmsg).
 		n.conn.FlushSet(n.down6)
-		for len(want6) > 0 {
+		for first := true; first || len(want6) > 0; first = false {
 			m := min(chunk, len(want6))
 			if err := n.addElems(n.down6, want6[:m], false); err != nil {
 				return err
 			}
+			if err := n.conn.Flush(); err != nil {
+				return fmt.Errorf("nftables: rebuilding down6: %w", err)
+			}
 			want6 = want6[m:]
-		}
-		if err := n.conn.Flush(); err != nil {
-			return fmt.Errorf("nftables: rebuilding down6: %w", err)
 		}
 		res.Changed++
 	}

@@ -47,6 +47,7 @@ type Service struct {
 	k     *kern
 	nft   *nft
 	state *state
+	batch *batcher // netlink batches for plans.rates, made at first use
 }
 
 // New builds the service with netlink and nftables handles in the target
@@ -71,6 +72,13 @@ func New(d Deps) (*Service, error) {
 // another replica holds it, until ctx ends.
 func (s *Service) Run(ctx context.Context) error {
 	defer s.k.nl.Close()
+	defer func() {
+		s.mu.Lock()
+		if s.batch != nil {
+			s.batch.close()
+		}
+		s.mu.Unlock()
+	}()
 	return store.Hold(ctx, s.deps.KV, Name+"/"+lockName(s.deps.NS), s.deps.Log, s.serve)
 }
 

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/google/nftables"
+	"github.com/vishvananda/netlink"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"golang.org/x/sys/unix"
 
@@ -401,27 +402,44 @@ func (s *Service) Plan(ctx context.Context, in *api.PlanRates) (*api.PlanRatesAn
 	if err := s.putRecords(ctx, next, &planRecord{*in}); err != nil {
 		return nil, storeErr(err)
 	}
-	for i, r := range next {
-		is := s.state.ifaces[r.Iface]
-		if is == nil {
-			continue
+	if err := s.changeRates(next); err != nil {
+		// Every class back to its old rates, then the records.
+		if uerr := s.changeRates(changed); uerr != nil {
+			s.deps.Log.Error("classes not put back after a refused reshape (the next start's reconcile will)", "plan", in.Plan, "err", uerr)
 		}
-		if err := s.k.rates(is.k, r.Class, r.DownMbps, r.UpMbps); err != nil {
-			for _, o := range changed[:i+1] {
-				if ois := s.state.ifaces[o.Iface]; ois != nil {
-					_ = s.k.rates(ois.k, o.Class, o.DownMbps, o.UpMbps)
-				}
-			}
-			uctx, cancel := context.WithTimeout(context.Background(), storeUndoTimeout)
-			_ = s.putRecords(uctx, changed, nil)
-			cancel()
-			return nil, apierr.Internal(err.Error(), "reshaping plan %s refused by the kernel: rolled back", in.Plan)
-		}
+		uctx, cancel := context.WithTimeout(context.Background(), storeUndoTimeout)
+		_ = s.putRecords(uctx, changed, nil)
+		cancel()
+		return nil, apierr.Internal(err.Error(), "reshaping plan %s refused by the kernel: rolled back", in.Plan)
 	}
 	for _, r := range next {
 		s.state.recs[r.ID] = r
 	}
 	return &api.PlanRatesAnswer{Reshaped: len(next)}, nil
+}
+
+// changeRates sets the two classes of every record to its rates, in
+// netlink batches.
+func (s *Service) changeRates(recs []*record) error {
+	if s.batch == nil {
+		b, err := newBatcher(s.deps.NS)
+		if err != nil {
+			return err
+		}
+		s.batch = b
+	}
+	cls := make([]*netlink.HtbClass, 0, 2*len(recs))
+	for _, r := range recs {
+		is := s.state.ifaces[r.Iface]
+		if is == nil {
+			continue
+		}
+		g := groupQdisc(uint16(r.Class >> 16))
+		cls = append(cls, htbClass(is.k.index, g, r.Class, uint64(r.DownMbps)*1_000_000),
+			htbClass(is.k.ifbIx, g, r.Class, uint64(r.UpMbps)*1_000_000))
+	}
+	_, err := s.batch.changeClasses(cls)
+	return err
 }
 
 // maxTxnOps stays under etcd's default limit of operations per transaction.
