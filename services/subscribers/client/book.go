@@ -6,9 +6,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"log/slog"
-	"net/http"
 	"net/netip"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -197,7 +195,7 @@ func (b *Book) indexes(c *api.Client) map[string]string {
 	return m
 }
 
-// errIndexTaken says which unique value another client holds.
+// errConflict is a commit whose conditions did not hold.
 var errConflict = errors.New("conflict")
 
 // commit writes the change from old (stored at oldRev; nil for a new
@@ -338,11 +336,10 @@ func (b *Book) Add(ctx context.Context, in *api.ClientAdd) (*api.ClientAddAnswer
 	defer unlock()
 	var rev int64
 	for attempt := 0; ; attempt++ {
-		p, prev, err := b.planRev(ctx, c.Plan)
+		_, prev, err := b.planRev(ctx, c.Plan)
 		if err != nil {
 			return nil, err
 		}
-		_ = p
 		rev, err = b.commit(ctx, nil, 0, &c, prev)
 		if err == nil {
 			break
@@ -811,13 +808,6 @@ func (b *Book) Summary(ctx context.Context, _ *api.None) (*api.ClientCounts, err
 	}
 	return out, nil
 }
-
-// sortClients orders clients by MAC.
-func sortClients(cs []api.Client) {
-	sort.Slice(cs, func(i, j int) bool { return cs[i].MAC < cs[j].MAC })
-}
-
-var _ = http.StatusOK
 
 // settle follows a change made by another replica meanwhile: the client's
 // record is read again after its effects were applied, and when it moved

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 
 	"routerd.dev/proto/api"
 	"routerd.dev/shared/apierr"
@@ -156,5 +155,3 @@ func refused(what string, err error) error {
 	}
 	return apierr.Internal(err.Error(), "%s does not take the client; rolled back", owner)
 }
-
-var _ = fmt.Sprintf
