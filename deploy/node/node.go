@@ -167,9 +167,15 @@ func Run(ctx context.Context, cfg config.Config, opt Options) error {
 	}
 	if cfg.Runs(firewall.Name) {
 		// Its table (blocks, allow-list, bans) is written before the API
-		// opens: the wait for the services below covers it.
+		// opens: the wait for the services below covers it. sshd's
+		// failures feed a second jail when routerd runs in the host's own
+		// namespace and the host keeps an auth log.
+		sshLog := ""
+		if _, err := os.Stat("/var/log/auth.log"); err == nil && cfg.Netns == "" {
+			sshLog = "/var/log/auth.log"
+		}
 		svc, err := firewall.New(firewall.Deps{NC: nc, KV: kv, NS: target, Log: log.With("service", firewall.Name),
-			APIPort: cfg.ListenPort, Bans: firewall.BanConfig{Off: cfg.BanMaxRetry < 0, MaxRetry: cfg.BanMaxRetry,
+			APIPort: cfg.ListenPort, SSHLog: sshLog, Bans: firewall.BanConfig{Off: cfg.BanMaxRetry < 0, MaxRetry: cfg.BanMaxRetry,
 				FindTime: time.Duration(cfg.BanFindS) * time.Second, BanTime: time.Duration(cfg.BanS) * time.Second,
 				MaxBanTime: time.Duration(cfg.BanMaxS) * time.Second}})
 		if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/netip"
 	"sort"
+	"strings"
 	"time"
 
 	"routerd.dev/proto/api"
@@ -90,6 +91,9 @@ type jailRec struct {
 type banEngine struct {
 	s   *Service
 	cfg BanConfig
+	// jail names it; dir is its store directory (bans for the API's,
+	// bans-<jail> for others); set4 and set6 its kernel sets.
+	jail, dir, set4, set6 string
 	// Guarded by s.mu.
 	fails map[netip.Addr][]time.Time
 	bans  map[netip.Addr]banRec
@@ -97,15 +101,16 @@ type banEngine struct {
 }
 
 func newBanEngine(s *Service, c BanConfig) *banEngine {
-	return &banEngine{s: s, cfg: c.withDefaults(), fails: map[netip.Addr][]time.Time{}, bans: map[netip.Addr]banRec{}}
+	return &banEngine{s: s, cfg: c.withDefaults(), fails: map[netip.Addr][]time.Time{}, bans: map[netip.Addr]banRec{},
+		jail: Jail, dir: "bans", set4: nft.SetBan4, set6: nft.SetBan6}
 }
 
-func (e *banEngine) banKey(a netip.Addr) string { return e.s.st.Key("bans", a.String()) }
-func (e *banEngine) jailKey() string            { return e.s.st.Key("jails", Jail) }
+func (e *banEngine) banKey(a netip.Addr) string { return e.s.st.Key(e.dir, a.String()) }
+func (e *banEngine) jailKey() string            { return e.s.st.Key("jails", e.jail) }
 
 // load reads the stored bans (under s.mu).
 func (e *banEngine) load(ctx context.Context) error {
-	items, err := store.List[banRec](ctx, e.s.st, e.s.st.Key("bans")+"/")
+	items, err := store.List[banRec](ctx, e.s.st, e.s.st.Key(e.dir)+"/")
 	if err != nil {
 		return err
 	}
@@ -149,7 +154,7 @@ func (e *banEngine) elements() (v4, v6 []nft.Element) {
 	}
 	now := e.s.deps.Now()
 	for _, a := range e.active() {
-		el := nft.Element{Prefix: netip.PrefixFrom(a, a.BitLen()), Comment: e.bans[a].Jail, Timeout: left(e.bans[a].until(), now)}
+		el := nft.Element{Prefix: netip.PrefixFrom(a, a.BitLen()), Comment: e.jail, Timeout: left(e.bans[a].until(), now)}
 		if a.Is4() {
 			v4 = append(v4, el)
 		} else {
@@ -168,11 +173,11 @@ func left(end, now time.Time) time.Duration {
 	return d
 }
 
-func banSet(a netip.Addr) string {
+func (e *banEngine) setOf(a netip.Addr) string {
 	if a.Is4() {
-		return nft.SetBan4
+		return e.set4
 	}
-	return nft.SetBan6
+	return e.set6
 }
 
 // AuthFailed takes one failure reported by the gateway.
@@ -181,19 +186,27 @@ func (s *Service) AuthFailed(ctx context.Context, in *api.AuthFailure) (*api.Non
 	if err != nil {
 		return nil, apierr.Invalid("addr", "addr must be an IP address")
 	}
+	if err := s.bans.failure(ctx, a, in.Port, in.Time); err != nil {
+		return nil, err
+	}
+	return &api.None{}, nil
+}
+
+// failure counts one failure of a and bans it at the jail's limit.
+func (e *banEngine) failure(ctx context.Context, a netip.Addr, port int, when string) error {
+	s := e.s
 	a = a.Unmap().WithZone("")
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	e := s.bans
 	if e.cfg.Off || s.w == nil || a.IsLoopback() || a.IsUnspecified() || s.allowed(a) {
-		return &api.None{}, nil
+		return nil
 	}
 	now := s.deps.Now()
 	if r, ok := e.bans[a]; ok && r.Unbanned == "" && r.until().After(now) {
-		return &api.None{}, nil // already banned
+		return nil // already banned
 	}
 	at := now
-	if t, err := time.Parse(time.RFC3339, in.Time); err == nil && t.Before(now) && now.Sub(t) < e.cfg.FindTime {
+	if t, err := time.Parse(time.RFC3339, when); err == nil && t.Before(now) && now.Sub(t) < e.cfg.FindTime {
 		at = t
 	}
 	kept := e.fails[a][:0]
@@ -205,14 +218,14 @@ func (s *Service) AuthFailed(ctx context.Context, in *api.AuthFailure) (*api.Non
 	kept = append(kept, at)
 	e.fails[a] = kept
 	if len(kept) < e.cfg.MaxRetry {
-		return &api.None{}, nil
+		return nil
 	}
 	delete(e.fails, a)
-	if err := e.ban(ctx, a, in.Port, now); err != nil {
-		s.deps.Log.Error("ban failed", "addr", a, "err", err)
-		return nil, err
+	if err := e.ban(ctx, a, port, now); err != nil {
+		s.deps.Log.Error("ban failed", "addr", a, "jail", e.jail, "err", err)
+		return err
 	}
-	return &api.None{}, nil
+	return nil
 }
 
 // ban bans a (under s.mu): stored first, then the kernel element.
@@ -228,16 +241,16 @@ func (e *banEngine) ban(ctx context.Context, a netip.Addr, port int, now time.Ti
 	}
 	d = min(d, e.cfg.MaxBanTime)
 	until := now.Add(d).Truncate(time.Second)
-	rec := banRec{IP: a.String(), Jail: Jail, BannedAt: now.UTC().Format(time.RFC3339), Until: until.UTC().Format(time.RFC3339), Bans: n, Port: port}
+	rec := banRec{IP: a.String(), Jail: e.jail, BannedAt: now.UTC().Format(time.RFC3339), Until: until.UTC().Format(time.RFC3339), Bans: n, Port: port}
 	w := e.s.w
-	if _, err := w.Txn().Put(e.banKey(a), rec).Put(e.jailKey(), jailRec{Jail: Jail, TotalBanned: e.total + 1}).Commit(ctx); err != nil {
+	if _, err := w.Txn().Put(e.banKey(a), rec).Put(e.jailKey(), jailRec{Jail: e.jail, TotalBanned: e.total + 1}).Commit(ctx); err != nil {
 		return storeErr(err)
 	}
 	err := e.s.k.Change(func(b *nft.Batch) {
-		b.Add(banSet(a), nft.Element{Prefix: netip.PrefixFrom(a, a.BitLen()), Comment: Jail, Timeout: left(until, now)})
+		b.Add(e.setOf(a), nft.Element{Prefix: netip.PrefixFrom(a, a.BitLen()), Comment: e.jail, Timeout: left(until, now)})
 	})
 	if err != nil {
-		t := w.Txn().Put(e.jailKey(), jailRec{Jail: Jail, TotalBanned: e.total})
+		t := w.Txn().Put(e.jailKey(), jailRec{Jail: e.jail, TotalBanned: e.total})
 		if had {
 			t.Put(e.banKey(a), prev)
 		} else {
@@ -248,7 +261,7 @@ func (e *banEngine) ban(ctx context.Context, a netip.Addr, port int, now time.Ti
 	}
 	e.bans[a] = rec
 	e.total++
-	e.s.deps.Log.Warn("address banned after repeated authentication failures", "addr", a, "jail", Jail, "for", d, "bans", n)
+	e.s.deps.Log.Warn("address banned after repeated authentication failures", "addr", a, "jail", e.jail, "for", d, "bans", n)
 	e.s.pub.Publish(api.BanAdded, nil, rec)
 	return nil
 }
@@ -257,16 +270,28 @@ func (e *banEngine) ban(ctx context.Context, a netip.Addr, port int, now time.Ti
 func (s *Service) Fail2banStatus(ctx context.Context, _ *api.None) (*api.Fail2banStatus, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	e := s.bans
-	if e.cfg.Off {
+	if s.bans.cfg.Off {
 		return &api.Fail2banStatus{Running: false, Jails: []api.Jail{}}, nil
 	}
-	ips := []string{}
-	for _, a := range e.active() {
-		ips = append(ips, a.String())
+	out := &api.Fail2banStatus{Running: s.w != nil, Jails: []api.Jail{}}
+	for _, e := range s.jails() {
+		ips := []string{}
+		for _, a := range e.active() {
+			ips = append(ips, a.String())
+		}
+		out.Jails = append(out.Jails, api.Jail{Jail: e.jail, CurrentlyBanned: len(ips), TotalBanned: e.total, BannedIPs: ips})
 	}
-	return &api.Fail2banStatus{Running: s.w != nil, Jails: []api.Jail{{
-		Jail: Jail, CurrentlyBanned: len(ips), TotalBanned: e.total, BannedIPs: ips}}}, nil
+	return out, nil
+}
+
+// jails are the running ban engines: the API's, and sshd's when its log
+// is followed.
+func (s *Service) jails() []*banEngine {
+	out := []*banEngine{s.bans}
+	if s.sshBans != nil {
+		out = append(out, s.sshBans)
+	}
+	return out
 }
 
 // Fail2banUnban lifts a ban: 200 (also when the address is not banned,
@@ -282,27 +307,33 @@ func (s *Service) Fail2banUnban(ctx context.Context, in *api.Fail2banUnban) (*ap
 	if s.w == nil {
 		return nil, apierr.Unavailable("firewall: not serving yet")
 	}
-	e := s.bans
-	delete(e.fails, a)
 	now := s.deps.Now()
-	r, ok := e.bans[a]
-	if !ok || r.Unbanned != "" || !r.until().After(now) {
-		return &api.Fail2banAnswer{Result: api.Result{Message: a.String() + " is not banned"}, Detail: "not banned in " + Jail}, nil
+	var lifted []string
+	for _, e := range s.jails() {
+		delete(e.fails, a)
+		r, ok := e.bans[a]
+		if !ok || r.Unbanned != "" || !r.until().After(now) {
+			continue
+		}
+		rec := r
+		rec.Unbanned = now.UTC().Format(time.RFC3339)
+		if _, err := s.w.Txn().Put(e.banKey(a), rec).Commit(ctx); err != nil {
+			ae := apierr.From(storeErr(err))
+			return nil, ae.With("detail", err.Error())
+		}
+		if err := s.k.Change(func(b *nft.Batch) {
+			b.Delete(e.setOf(a), nft.Element{Prefix: netip.PrefixFrom(a, a.BitLen())})
+		}); err != nil && s.kernelHas(e.setOf(a), a) {
+			_, _ = s.w.Txn().Put(e.banKey(a), r).Commit(context.WithoutCancel(ctx))
+			return nil, apierr.Internal(err.Error(), "unban of %s failed", a)
+		}
+		e.bans[a] = rec
+		lifted = append(lifted, e.jail)
 	}
-	rec := r
-	rec.Unbanned = now.UTC().Format(time.RFC3339)
-	if _, err := s.w.Txn().Put(e.banKey(a), rec).Commit(ctx); err != nil {
-		ae := apierr.From(storeErr(err))
-		return nil, ae.With("detail", err.Error())
+	if len(lifted) == 0 {
+		return &api.Fail2banAnswer{Result: api.Result{Message: a.String() + " is not banned"}, Detail: "not banned in any jail"}, nil
 	}
-	if err := s.k.Change(func(b *nft.Batch) {
-		b.Delete(banSet(a), nft.Element{Prefix: netip.PrefixFrom(a, a.BitLen())})
-	}); err != nil && s.kernelHas(banSet(a), a) {
-		_, _ = s.w.Txn().Put(e.banKey(a), r).Commit(context.WithoutCancel(ctx))
-		return nil, apierr.Internal(err.Error(), "unban of %s failed", a)
-	}
-	e.bans[a] = rec
-	return &api.Fail2banAnswer{Result: api.Result{Message: a.String() + " unbanned"}, Detail: "unbanned from " + Jail}, nil
+	return &api.Fail2banAnswer{Result: api.Result{Message: a.String() + " unbanned"}, Detail: "unbanned from " + strings.Join(lifted, ", ")}, nil
 }
 
 // kernelHas reports whether set holds a (an element the kernel timed out

@@ -52,6 +52,10 @@ type Deps struct {
 	APIPort, MonitorPort int
 	// Bans tunes the ban engine; the zero value is fail2ban's defaults.
 	Bans BanConfig
+	// SSHLog, when set, is the log sshd writes its failures to (e.g.
+	// /var/log/auth.log): a second jail, sshd, bans on TCP 22 with the
+	// same limits.
+	SSHLog string
 }
 
 // Service is the firewall service.
@@ -64,12 +68,13 @@ type Service struct {
 
 	// mu serialises changes; the maps below mirror the store during a
 	// term (the holder of the lock is the only writer).
-	mu     sync.Mutex
-	w      *store.Store // the term's fenced store
-	blocks map[string]blockRec
-	allow  map[netip.Prefix]allowRec
-	bans   *banEngine
-	spoof  *spoofer
+	mu      sync.Mutex
+	w       *store.Store // the term's fenced store
+	blocks  map[string]blockRec
+	allow   map[netip.Prefix]allowRec
+	bans    *banEngine
+	sshBans *banEngine // nil without Deps.SSHLog
+	spoof   *spoofer
 }
 
 // New builds the service with an nftables connection in the target
@@ -97,6 +102,10 @@ func New(d Deps) (*Service, error) {
 	}
 	s := &Service{deps: d, ports: ports, k: k, st: store.New(d.KV, Name), pub: bus.NewPublisher(d.NC, Name, d.Log)}
 	s.bans = newBanEngine(s, d.Bans)
+	if d.SSHLog != "" && !d.Bans.Off {
+		s.sshBans = newBanEngine(s, d.Bans)
+		s.sshBans.jail, s.sshBans.dir, s.sshBans.set4, s.sshBans.set6 = SSHJail, "bans-"+SSHJail, nft.SetSSHBan4, nft.SetSSHBan6
+	}
 	if s.spoof, err = newSpoofer(s); err != nil {
 		k.Close()
 		return nil, err
@@ -120,7 +129,12 @@ func (s *Service) serve(ctx context.Context, lock *store.Lock) error {
 		}
 		return err
 	}
-	go s.bans.expire(ctx)
+	for _, e := range s.jails() {
+		go e.expire(ctx)
+	}
+	if s.sshBans != nil {
+		go s.followSSH(ctx)
+	}
 	// Anti-spoofing: its settings applied with what is known, then the
 	// clients and leases followed; the log read from the kernel.
 	if err := s.spoof.start(ctx); err != nil {
@@ -149,8 +163,10 @@ func (s *Service) start(ctx context.Context, w *store.Store) error {
 	if err != nil {
 		return fmt.Errorf("firewall: loading the allow-list: %w", err)
 	}
-	if err := s.bans.load(ctx); err != nil {
-		return fmt.Errorf("firewall: loading bans: %w", err)
+	for _, e := range s.jails() {
+		if err := e.load(ctx); err != nil {
+			return fmt.Errorf("firewall: loading bans: %w", err)
+		}
 	}
 	s.blocks, s.allow = blocks, allow
 	st := s.desired()
@@ -172,6 +188,9 @@ func (s *Service) desired() nft.State {
 	st.Block4, st.Block6 = s.blockElements()
 	st.Allow4 = s.allowElements()
 	st.Ban4, st.Ban6 = s.bans.elements()
+	if s.sshBans != nil {
+		st.SSHBan4, st.SSHBan6 = s.sshBans.elements()
+	}
 	return st
 }
 

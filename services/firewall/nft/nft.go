@@ -17,7 +17,9 @@
 //	set guarded { type inet_service }              = ports while the allow-list has entries
 //	chain forward { hook forward priority -10
 //	    ip saddr/daddr @block4 drop, ip6 saddr/daddr @block6 drop }
-//	chain input { hook input priority -10; tcp dport @ports jump mgmt }
+//	set sshban4, sshban6 { flags timeout }          the sshd jail's bans
+//	chain input { hook input priority -10; tcp dport @ports jump mgmt;
+//	    tcp dport 22 ip saddr @sshban4 drop; tcp dport 22 ip6 saddr @sshban6 drop }
 //	chain mgmt { iifname lo return; ip saddr @ban4 drop; ip6 saddr @ban6 drop;
 //	    ct state established,related return; tcp dport @guarded jump protect }
 //	chain protect { ip saddr @allow4 return; drop }
@@ -57,6 +59,8 @@ const (
 	SetBan6    = "ban6"
 	SetPorts   = "ports"
 	SetGuarded = "guarded"
+	SetSSHBan4 = "sshban4"
+	SetSSHBan6 = "sshban6"
 )
 
 // Priority of the base chains: before the usual filter (0).
@@ -79,6 +83,8 @@ type State struct {
 	Allow4    []Element
 	Ban4      []Element
 	Ban6      []Element
+	SSHBan4   []Element // the sshd jail's bans (TCP 22)
+	SSHBan6   []Element
 }
 
 // Kernel is the table in one namespace, with a lasting netlink connection.
@@ -106,6 +112,8 @@ func Open(ns *netns.NS) (*Kernel, error) {
 		SetBan6:    {Table: k.table, Name: SetBan6, KeyType: nftables.TypeIP6Addr, HasTimeout: true},
 		SetPorts:   {Table: k.table, Name: SetPorts, KeyType: nftables.TypeInetService},
 		SetGuarded: {Table: k.table, Name: SetGuarded, KeyType: nftables.TypeInetService},
+		SetSSHBan4: {Table: k.table, Name: SetSSHBan4, KeyType: nftables.TypeIPAddr, HasTimeout: true},
+		SetSSHBan6: {Table: k.table, Name: SetSSHBan6, KeyType: nftables.TypeIP6Addr, HasTimeout: true},
 	}
 	return k, nil
 }
@@ -152,7 +160,7 @@ func (k *Kernel) Rebuild(st State) error {
 	c.DelTable(k.table)
 	c.AddTable(k.table)
 	// Fresh set ids for the new table's sets.
-	for _, name := range []string{SetBlock4, SetBlock6, SetAllow4, SetBan4, SetBan6, SetPorts, SetGuarded} {
+	for _, name := range []string{SetBlock4, SetBlock6, SetAllow4, SetBan4, SetBan6, SetPorts, SetGuarded, SetSSHBan4, SetSSHBan6} {
 		s := k.sets[name]
 		s.ID = 0
 		var elems []nftables.SetElement
@@ -168,6 +176,10 @@ func (k *Kernel) Rebuild(st State) error {
 			elems, err = elements(st.Ban4, false)
 		case SetBan6:
 			elems, err = elements(st.Ban6, false)
+		case SetSSHBan4:
+			elems, err = elements(st.SSHBan4, false)
+		case SetSSHBan6:
+			elems, err = elements(st.SSHBan6, false)
 		case SetPorts:
 			elems = portElements(st.Ports)
 		case SetGuarded:
@@ -213,6 +225,10 @@ func (k *Kernel) Rebuild(st State) error {
 	rule(forward, cat(addr6(24), lookup(k.sets[SetBlock6], false), counter(), drop)...)
 	// input: the management ports.
 	rule(input, cat(tcpDport(), lookup(k.sets[SetPorts], false), &expr.Verdict{Kind: expr.VerdictJump, Chain: "mgmt"})...)
+	// The sshd jail: its bans on TCP 22 (loopback is never banned).
+	ssh := []expr.Any{&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: binaryutil.BigEndian.PutUint16(22)}}
+	rule(input, cat(tcpDport(), ssh, addr4(12), lookup(k.sets[SetSSHBan4], false), counter(), drop)...)
+	rule(input, cat(tcpDport(), ssh, addr6(8), lookup(k.sets[SetSSHBan6], false), counter(), drop)...)
 	rule(mgmt, cat(iifname("lo"), ret)...)
 	rule(mgmt, cat(addr4(12), lookup(k.sets[SetBan4], false), counter(), drop)...)
 	rule(mgmt, cat(addr6(8), lookup(k.sets[SetBan6], false), counter(), drop)...)
