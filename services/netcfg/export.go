@@ -172,7 +172,7 @@ func (s *Service) importNetwork(ctx context.Context, text string) ([]string, err
 	if _, err := network.Apply(s.nl, c); err != nil {
 		problems = append(problems, "network: "+err.Error())
 	}
-	if err := network.WriteDir(s.deps.NetworkDir, network.Render(c, network.Version(c), s.addrsForRender(ctx))); err != nil {
+	if err := network.WriteDir(s.deps.NetworkDir, s.render(ctx, c, network.Version(c))); err != nil {
 		problems = append(problems, "network files: "+err.Error())
 	}
 	return problems, nil

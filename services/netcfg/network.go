@@ -378,12 +378,57 @@ func (s *Service) window() time.Duration {
 	return api.NetworkConfirmWindow
 }
 
-func (s *Service) addrsForRender(ctx context.Context) map[string][]string {
-	a, _, err := s.storedAddrs(ctx)
+// render renders c with the addresses and VLANs stored now (the VLANs'
+// own files too, so that the router boots with both).
+func (s *Service) render(ctx context.Context, c api.NetConfig, version string) network.Files {
+	addrs, d, err := s.storedAddrs(ctx)
 	if err != nil {
-		return nil
+		s.deps.Log.Warn("rendering the network files without the stored addresses and VLANs", "err", err)
 	}
-	return a
+	var vlans []network.VLANLink
+	for _, r := range d.VLANs {
+		vlans = append(vlans, network.VLANLink{Name: r.Name, Parent: r.Parent, Protocol: r.Protocol, ID: r.VLANID, Up: r.Enabled})
+	}
+	return network.Render(c, version, addrs, vlans)
+}
+
+// rerender writes the files again after a VLAN or address change, when
+// the network is managed and no apply waits (a waiting apply's rollback
+// puts its backup back; the next start renders again).
+func (s *Service) rerender(ctx context.Context) {
+	n := &s.net
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	cur, _, managed, err := s.loadDoc(ctx)
+	if err != nil || !managed {
+		return
+	}
+	if p, _, err := s.loadPending(ctx); err != nil || p != nil {
+		return
+	}
+	want := s.render(ctx, cur, network.Version(cur))
+	if have, err := network.ReadDir(s.deps.NetworkDir); err == nil && sameFiles(have, want) {
+		return
+	}
+	if err := network.Check(want); err != nil {
+		s.deps.Log.Error("rendered network files refused by the check; not written", "err", err)
+		return
+	}
+	if err := network.WriteDir(s.deps.NetworkDir, want); err != nil {
+		s.deps.Log.Error("writing the network files", "err", err)
+	}
+}
+
+// rendered wraps a VLAN or address operation so that the files follow a
+// successful change.
+func rendered[Req, Resp any](s *Service, f func(context.Context, *Req) (*Resp, error)) func(context.Context, *Req) (*Resp, error) {
+	return func(ctx context.Context, in *Req) (*Resp, error) {
+		out, err := f(ctx, in)
+		if err == nil {
+			s.rerender(context.WithoutCancel(ctx))
+		}
+		return out, err
+	}
 }
 
 // networkApply answers POST /network/apply.
@@ -460,7 +505,7 @@ func (s *Service) networkApply(ctx context.Context, in *api.NetworkChange) (*api
 		}
 		return nil, apierr.Internal(cause.Error(), "%s", text)
 	}
-	files := network.Render(pl.next, version, s.addrsForRender(ctx))
+	files := s.render(ctx, pl.next, version)
 	if err := network.Check(files); err != nil {
 		return fail("check", err)
 	}
@@ -717,7 +762,9 @@ func (s *Service) settleNetwork(ctx context.Context, fst *store.Store) error {
 	case p != nil && time.UnixMilli(p.CreatedMS).Before(n.started):
 		s.deps.Log.Warn("a network apply was waiting for confirm when routerd stopped: rolling it back", "by", p.By, "changes", p.Changes)
 		if err := s.rollbackLocked(ctx, p, "restart"); err != nil {
-			return err
+			// Logged, not fatal: a routerd that cannot start helps nobody;
+			// GET /network's drift shows what is left.
+			s.deps.Log.Error("the rollback at start did not finish", "err", err)
 		}
 	case p != nil:
 		if time.UnixMilli(p.DeadlineMS).After(s.deps.Now()) {
@@ -729,14 +776,14 @@ func (s *Service) settleNetwork(ctx context.Context, fst *store.Store) error {
 			return nil // the applied document stays in force meanwhile
 		}
 		if err := s.rollbackLocked(ctx, p, "timer"); err != nil {
-			return err
+			s.deps.Log.Error("the rollback of an apply past its deadline did not finish", "err", err)
 		}
 	case disk != nil:
 		// Written before an apply's etcd commit that never happened (or
 		// left by a rollback between its two steps): the files are put
 		// back as they were; the kernel was not touched.
 		if err := network.WriteDir(s.deps.NetworkDir, disk.Backup); err != nil {
-			return err
+			s.deps.Log.Error("putting the network files back", "err", err)
 		}
 		s.removeDiskPending()
 	}
@@ -750,7 +797,7 @@ func (s *Service) settleNetwork(ctx context.Context, fst *store.Store) error {
 	} else if len(ch) > 0 {
 		s.deps.Log.Info("kernel brought to the stored network document", "changes", ch)
 	}
-	want := network.Render(cur, network.Version(cur), s.addrsForRender(ctx))
+	want := s.render(ctx, cur, network.Version(cur))
 	if have, err := network.ReadDir(s.deps.NetworkDir); err == nil && !sameFiles(have, want) {
 		if err := network.WriteDir(s.deps.NetworkDir, want); err != nil {
 			s.deps.Log.Error("rendering the network files", "err", err)
@@ -826,7 +873,7 @@ func (s *Service) networkAdopt(ctx context.Context, in *api.NetworkAdopt) (*api.
 		}
 		return nil, storeErr(err)
 	}
-	if err := network.WriteDir(s.deps.NetworkDir, network.Render(c, network.Version(c), s.addrsForRender(ctx))); err != nil {
+	if err := network.WriteDir(s.deps.NetworkDir, s.render(ctx, c, network.Version(c))); err != nil {
 		s.deps.Log.Error("rendering the network files", "err", err)
 	}
 	n.mu.Unlock()

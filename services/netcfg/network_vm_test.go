@@ -61,6 +61,9 @@ func TestFullKernelNetworkBondsAndVLANs(t *testing.T) {
 	if a := r.do(api.NetVLANAddOp, map[string]any{"parent": "bond0", "vlan_id": 100, "ip": "10.100.0.1/24", "serve": false}, 200); a["name"] != "vlan100" {
 		t.Fatalf("vlan-add: %v", a)
 	}
+	if f := r.file("10-routerd-vlan100.netdev"); !strings.Contains(f, "Kind=vlan") || !strings.Contains(f, "Id=100") || !strings.Contains(r.file("10-routerd-bond0.network"), "VLAN=vlan100") {
+		t.Errorf("the VLAN's files:\n%s\n%s", f, r.file("10-routerd-bond0.network"))
+	}
 	doc := r.do(api.NetworkGet, nil, 200)
 	kinds := map[string]string{}
 	for _, i := range doc["interfaces"].([]any) {

@@ -109,21 +109,29 @@ func TestMergeBondLife(t *testing.T) {
 // what it would not.
 func TestRenderAndCheck(t *testing.T) {
 	c, _, _ := Merge(base, change(t, `{"ports":{"eth0":{"mtu":9000}},"bonds":{"bond0":{"members":["eth1","eth2"],"mode":"802.3ad","params":{"lacp-rate":"fast","transmit-hash-policy":"layer3+4","mii-monitor-interval":100}}}}`), facts)
-	fs := Render(c, Version(c), map[string][]string{"eth0": {"192.0.2.1/24"}, "bond0": {"198.51.100.1/24"}})
+	fs := Render(c, Version(c), map[string][]string{"eth0": {"192.0.2.1/24"}, "bond0": {"198.51.100.1/24"}, "vlan7": {"10.7.0.1/24"}}, []VLANLink{{Name: "vlan7", Parent: "bond0", Protocol: "802.1Q", ID: 7, Up: true}, {Name: "svlan200", Parent: "eth3", Protocol: "802.1ad", ID: 200, Up: false}})
 	if err := Check(fs); err != nil {
 		t.Fatal(err)
 	}
 	for name, want := range map[string][]string{
-		"10-routerd-bond0.netdev":  {"[NetDev]\nName=bond0\nKind=bond", "[Bond]\nMode=802.3ad\nLACPTransmitRate=fast\nTransmitHashPolicy=layer3+4\nMIIMonitorSec=100ms"},
-		"10-routerd-bond0.network": {"Name=bond0", "Address=198.51.100.1/24"},
-		"10-routerd-eth1.network":  {"Name=eth1", "Bond=bond0"},
-		"10-routerd-eth0.network":  {"MTUBytes=9000", "ActivationPolicy=up", "Address=192.0.2.1/24"},
+		"10-routerd-bond0.netdev":     {"[NetDev]\nName=bond0\nKind=bond", "[Bond]\nMode=802.3ad\nLACPTransmitRate=fast\nTransmitHashPolicy=layer3+4\nMIIMonitorSec=100ms"},
+		"10-routerd-bond0.network":    {"Name=bond0", "Address=198.51.100.1/24"},
+		"10-routerd-eth1.network":     {"Name=eth1", "Bond=bond0"},
+		"10-routerd-eth0.network":     {"MTUBytes=9000", "ActivationPolicy=up", "Address=192.0.2.1/24"},
+		"10-routerd-vlan7.netdev":     {"Kind=vlan", "[VLAN]\nId=7\n"},
+		"10-routerd-vlan7.network":    {"Name=vlan7", "Address=10.7.0.1/24"},
+		"10-routerd-svlan200.netdev":  {"Id=200", "Protocol=802.1ad"},
+		"10-routerd-svlan200.network": {"ActivationPolicy=down"},
+		"10-routerd-eth3.network":     {"VLAN=svlan200"},
 	} {
 		for _, w := range want {
 			if !strings.Contains(fs[name], w) {
 				t.Errorf("%s lacks %q:\n%s", name, w, fs[name])
 			}
 		}
+	}
+	if !strings.Contains(fs["10-routerd-bond0.network"], "VLAN=vlan7") {
+		t.Errorf("bond0 does not carry vlan7:\n%s", fs["10-routerd-bond0.network"])
 	}
 	if strings.Contains(fs["10-routerd-eth1.network"], "MTUBytes") {
 		t.Error("a bond member carries its own MTU")
@@ -135,6 +143,8 @@ func TestRenderAndCheck(t *testing.T) {
 		"two matches":  {"10-routerd-x.network": "[Match]\nName=x\n", "10-routerd-y.network": "[Match]\nName=x\n"},
 		"foreign name": {"90-operator.network": "[Match]\nName=x\n"},
 		"bad mode":     {"10-routerd-b.netdev": "[NetDev]\nName=b\nKind=bond\n[Bond]\nMode=fast\n"},
+		"VLAN nowhere": {"10-routerd-x.network": "[Match]\nName=x\n[Network]\nVLAN=vlan9\n"},
+		"VLAN id":      {"10-routerd-v.netdev": "[NetDev]\nName=v\nKind=vlan\n[VLAN]\nId=x\n"},
 	} {
 		if Check(broken) == nil {
 			t.Errorf("%s: Check accepted it", what)

@@ -216,7 +216,9 @@ func Apply(nl *netlink.Handle, c Config) ([]string, error) {
 	for _, p := range c.Ports {
 		l, err := nl.LinkByName(p.Name)
 		if err != nil {
-			return changes, fmt.Errorf("port %s: %w", p.Name, err)
+			// A card gone: nothing to set; GET /network's drift says so.
+			changes = append(changes, "port "+p.Name+" is missing from the kernel: skipped")
+			continue
 		}
 		a := l.Attrs()
 		if _, member := members[p.Name]; !member {

@@ -17,15 +17,38 @@ const FilePrefix = "10-routerd-"
 // Files are rendered OS network files: file name to content.
 type Files map[string]string
 
+// VLANLink is a managed VLAN as the renderer needs it (the VLANs are
+// kept by the VLAN book, not the network document; their files are
+// rendered with the document's so that a router boots with both).
+type VLANLink struct {
+	Name, Parent, Protocol string
+	ID                     int
+	Up                     bool
+}
+
 // Render renders c as systemd-networkd files (the format a Debian router
 // boots with, /etc/systemd/network): a .netdev and a .network per bond,
 // a .network per port (a member names its bond), with the addresses
 // stored for each interface (addrs, by interface name).
-func Render(c Config, version string, addrs map[string][]string) Files {
+func Render(c Config, version string, addrs map[string][]string, vlans []VLANLink) Files {
 	c = Normal(c)
 	head := "# Rendered by routerd from the network document (version " + version + ").\n# Changes go through POST /network/apply; edits here are overwritten.\n"
 	out := Files{}
 	members := Members(c)
+	children := map[string][]string{}
+	for _, v := range vlans {
+		children[v.Parent] = append(children[v.Parent], v.Name)
+	}
+	for _, v := range vlans {
+		var nd strings.Builder
+		nd.WriteString(head + "\n[NetDev]\nName=" + v.Name + "\nKind=vlan\n\n[VLAN]\n")
+		fmt.Fprintf(&nd, "Id=%d\n", v.ID)
+		if v.Protocol == "802.1ad" {
+			nd.WriteString("Protocol=802.1ad\n")
+		}
+		out[FilePrefix+v.Name+".netdev"] = nd.String()
+		out[FilePrefix+v.Name+".network"] = network(head, v.Name, "", nil, v.Up, "", addrs[v.Name], children[v.Name])
+	}
 	for _, b := range c.Bonds {
 		var nd strings.Builder
 		nd.WriteString(head + "\n[NetDev]\nName=" + b.Name + "\nKind=bond\n")
@@ -43,15 +66,15 @@ func Render(c Config, version string, addrs map[string][]string) Files {
 			fmt.Fprintf(&nd, "MIIMonitorSec=%vms\n", v)
 		}
 		out[FilePrefix+b.Name+".netdev"] = nd.String()
-		out[FilePrefix+b.Name+".network"] = network(head, b.Name, "", nil, true, "", addrs[b.Name])
+		out[FilePrefix+b.Name+".network"] = network(head, b.Name, "", nil, true, "", addrs[b.Name], children[b.Name])
 	}
 	for _, p := range c.Ports {
-		out[FilePrefix+p.Name+".network"] = network(head, p.Name, p.MAC, p.MTU, p.Up, members[p.Name], addrs[p.Name])
+		out[FilePrefix+p.Name+".network"] = network(head, p.Name, p.MAC, p.MTU, p.Up, members[p.Name], addrs[p.Name], children[p.Name])
 	}
 	return out
 }
 
-func network(head, name, mac string, mtu *int, up bool, bond string, addrs []string) string {
+func network(head, name, mac string, mtu *int, up bool, bond string, addrs, vlans []string) string {
 	var sb strings.Builder
 	sb.WriteString(head + "\n[Match]\nName=" + name + "\n")
 	if mac != "" {
@@ -73,6 +96,11 @@ func network(head, name, mac string, mtu *int, up bool, bond string, addrs []str
 			sb.WriteString("Address=" + a + "\n")
 		}
 	}
+	vs := append([]string{}, vlans...)
+	sort.Strings(vs)
+	for _, v := range vs {
+		sb.WriteString("VLAN=" + v + "\n")
+	}
 	return sb.String()
 }
 
@@ -80,11 +108,14 @@ func network(head, name, mac string, mtu *int, up bool, bond string, addrs []str
 // anything else.
 var known = map[string]map[string]bool{
 	"NetDev":  {"Name": true, "Kind": true, "MTUBytes": true},
+	"VLAN":    {"Id": true, "Protocol": true},
 	"Bond":    {"Mode": true, "LACPTransmitRate": true, "TransmitHashPolicy": true, "MIIMonitorSec": true},
 	"Match":   {"Name": true, "MACAddress": true},
 	"Link":    {"MTUBytes": true, "ActivationPolicy": true, "RequiredForOnline": true},
-	"Network": {"Bond": true, "Address": true, "LinkLocalAddressing": true},
+	"Network": {"Bond": true, "Address": true, "LinkLocalAddressing": true, "VLAN": true},
 }
+
+type ref struct{ file, bond string }
 
 // Check reads rendered files back the way systemd-networkd would: every
 // line a section, a comment or a known key=value of its section; every
@@ -92,8 +123,9 @@ var known = map[string]map[string]bool{
 // files match the same interface.
 func Check(fs Files) error {
 	bonds := map[string]bool{}
+	vlanDevs := map[string]bool{}
+	var vlanRefs []ref
 	matches := map[string]string{}
-	type ref struct{ file, bond string }
 	var refs []ref
 	for _, name := range sortedKeys(fs) {
 		if !strings.HasPrefix(name, FilePrefix) || strings.ContainsAny(name, "/\x00") {
@@ -106,13 +138,22 @@ func Check(fs Files) error {
 		switch filepath.Ext(name) {
 		case ".netdev":
 			nd := sections["NetDev"]
-			if nd["Name"] == "" || nd["Kind"] != "bond" {
-				return fmt.Errorf("%s: [NetDev] needs Name and Kind=bond", name)
+			switch {
+			case nd["Name"] == "":
+				return fmt.Errorf("%s: [NetDev] needs Name", name)
+			case nd["Kind"] == "bond":
+				if !contains(Modes, sections["Bond"]["Mode"]) {
+					return fmt.Errorf("%s: bond mode %q", name, sections["Bond"]["Mode"])
+				}
+				bonds[nd["Name"]] = true
+			case nd["Kind"] == "vlan":
+				if id := sections["VLAN"]["Id"]; id == "" || strings.Trim(id, "0123456789") != "" {
+					return fmt.Errorf("%s: [VLAN] needs a numeric Id", name)
+				}
+				vlanDevs[nd["Name"]] = true
+			default:
+				return fmt.Errorf("%s: Kind %q: want bond or vlan", name, nd["Kind"])
 			}
-			if !contains(Modes, sections["Bond"]["Mode"]) {
-				return fmt.Errorf("%s: bond mode %q", name, sections["Bond"]["Mode"])
-			}
-			bonds[nd["Name"]] = true
 		case ".network":
 			n := sections["Match"]["Name"]
 			if n == "" {
@@ -125,6 +166,9 @@ func Check(fs Files) error {
 			if b := sections["Network"]["Bond"]; b != "" {
 				refs = append(refs, ref{name, b})
 			}
+			for _, v := range vlanLines(fs[name]) {
+				vlanRefs = append(vlanRefs, ref{name, v})
+			}
 		default:
 			return fmt.Errorf("%s: not a .netdev or .network file", name)
 		}
@@ -134,7 +178,23 @@ func Check(fs Files) error {
 			return fmt.Errorf("%s: Bond=%s names no rendered bond", r.file, r.bond)
 		}
 	}
+	for _, r := range vlanRefs {
+		if !vlanDevs[r.bond] {
+			return fmt.Errorf("%s: VLAN=%s names no rendered VLAN", r.file, r.bond)
+		}
+	}
 	return nil
+}
+
+// vlanLines are the VLAN= values of a .network file (a key that repeats).
+func vlanLines(text string) []string {
+	var out []string
+	for _, l := range strings.Split(text, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(l), "VLAN="); ok {
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 func parse(text string) (map[string]map[string]string, error) {
