@@ -218,3 +218,46 @@ func TestLabNetworkLockOut(t *testing.T) {
 		return nil
 	})
 }
+
+// TestFullKernelLabNetworkVLANForms (the VM tier): the monitor's
+// immediate VLAN and address forms over HTTP on a full kernel: vlan-add
+// on a lab port (200), vlan-check, vlan-disable refused while the caller
+// came to the VLAN's address (409, refused), ip-add and ip-delete on the
+// VLAN, then disable, enable and delete; the network files follow.
+func TestFullKernelLabNetworkVLANForms(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("end-to-end: routerd --lab needs root to create network namespaces")
+	}
+	prefix, state := uniquePrefix(), t.TempDir()
+	r := networkLab(t, binary(t), prefix, state, 120, true)
+	st, m := r.call("POST", "/network/vlan-add", map[string]any{"parent": "up0", "vlan_id": 300, "ip": "10.30.0.1/24", "serve": false, "by": "noc"})
+	if st == 500 && strings.Contains(fmt.Sprint(m["error"]), "802.1Q") {
+		t.Skip("this kernel has no 802.1Q: the VM tier (make vm) runs this test")
+	}
+	if st != 200 || m["name"] != "vlan300" || m["ok"] != true {
+		t.Fatalf("vlan-add: %d %v", st, m)
+	}
+	if f := networkFile(state, "10-routerd-vlan300.netdev"); !strings.Contains(f, "Id=300") || !strings.Contains(networkFile(state, "10-routerd-up0.network"), "VLAN=vlan300") {
+		t.Errorf("VLAN files: %q", f)
+	}
+	c := r.must("POST", "/network/vlan-check", map[string]any{"name": "vlan300", "local": "10.30.0.1"}, 200)
+	if !strings.Contains(fmt.Sprint(c["refused"]), "10.30.0.1") {
+		t.Errorf("vlan-check: %v", c)
+	}
+	if m := r.must("POST", "/network/vlan-disable", map[string]any{"name": "vlan300", "local": "10.30.0.1"}, 409); m["refused"] == nil {
+		t.Errorf("vlan-disable refused: %v", m)
+	}
+	r.must("POST", "/network/ip-add", map[string]any{"iface": "vlan300", "ip": "10.31.0.1/24"}, 200)
+	r.must("POST", "/network/ip-delete", map[string]any{"iface": "vlan300", "ip": "10.31.0.1/24", "local": "10.31.0.1"}, 409)
+	r.must("POST", "/network/ip-delete", map[string]any{"iface": "vlan300", "ip": "10.31.0.1/24"}, 200)
+	r.must("POST", "/network/vlan-disable", map[string]any{"name": "vlan300", "reason": "maintenance"}, 200)
+	if out := r.inRouter("ip", "link", "show", "vlan300"); strings.Contains(out, ",UP") {
+		t.Errorf("vlan300 up after disable:\n%s", out)
+	}
+	r.must("POST", "/network/vlan-enable", map[string]any{"name": "vlan300"}, 200)
+	r.must("POST", "/network/vlan-delete", map[string]any{"name": "vlan300"}, 200)
+	r.must("POST", "/network/vlan-delete", map[string]any{"name": "vlan300"}, 404)
+	if _, err := os.Stat(filepath.Join(state, "netcfg", "network", "10-routerd-vlan300.netdev")); !os.IsNotExist(err) {
+		t.Errorf("the deleted VLAN's file is left: %v", err)
+	}
+}
