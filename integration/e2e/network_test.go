@@ -59,7 +59,7 @@ func TestLabNetworkApplyRolledBackAfterKill9(t *testing.T) {
 		down     time.Duration
 	}{
 		{"within the window", 120, 0},
-		{"deadline passed while down", 2, 3 * time.Second},
+		{"deadline passed while down", 6, 7 * time.Second},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			prefix, state := uniquePrefix(), t.TempDir()
