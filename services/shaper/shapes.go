@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/google/nftables"
 	"github.com/vishvananda/netlink"
@@ -399,9 +400,11 @@ func (s *Service) Plan(ctx context.Context, in *api.PlanRates) (*api.PlanRatesAn
 		n.DownMbps, n.UpMbps = in.DownMbps, in.UpMbps
 		next[i] = &n
 	}
+	t0 := time.Now()
 	if err := s.putRecords(ctx, next, &planRecord{*in}); err != nil {
 		return nil, storeErr(err)
 	}
+	stored := time.Since(t0)
 	if err := s.changeRates(next); err != nil {
 		// Every class back to its old rates, then the records.
 		if uerr := s.changeRates(changed); uerr != nil {
@@ -415,6 +418,8 @@ func (s *Service) Plan(ctx context.Context, in *api.PlanRates) (*api.PlanRatesAn
 	for _, r := range next {
 		s.state.recs[r.ID] = r
 	}
+	s.deps.Log.Info("plan reshaped", "plan", in.Plan, "subscribers", len(next),
+		"stored_in", stored.Round(time.Millisecond), "applied_in", (time.Since(t0) - stored).Round(time.Millisecond))
 	return &api.PlanRatesAnswer{Reshaped: len(next)}, nil
 }
 
