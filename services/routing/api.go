@@ -268,10 +268,14 @@ func (s *Service) get(ctx context.Context, q *api.BGPQuery) (*api.BGPView, error
 		}
 		v.Peers = append(v.Peers, out)
 	}
+	// neighbors_full counts routers: one Full over OSPFv2 and OSPFv3 is
+	// one neighbour.
 	full := map[string]int{}
+	seenFull := map[[2]string]bool{}
 	for _, n := range live.neighbors {
 		v.OSPF.Neighbors = append(v.OSPF.Neighbors, api.OSPFNeighbor(n))
-		if strings.HasPrefix(n.State, "Full") {
+		if k := [2]string{n.Iface, n.RouterID}; strings.HasPrefix(n.State, "Full") && !seenFull[k] {
+			seenFull[k] = true
 			full[n.Iface]++
 		}
 	}
@@ -334,9 +338,17 @@ func (s *Service) live(ctx context.Context) liveState {
 			ls.bfd = bird.ParseBFD(lines)
 		}
 	}
-	if _, ok := ls.protos[conf.ProtoOSPF]; ok {
-		if lines, err := bird.Cmd(cctx, s.daemon.Socket(), "show ospf neighbors"); err == nil {
-			ls.neighbors = bird.ParseOSPFNeighbors(lines)
+	for _, name := range []string{conf.ProtoOSPF, conf.ProtoOSPF6} {
+		if _, ok := ls.protos[name]; !ok {
+			continue
+		}
+		if lines, err := bird.Cmd(cctx, s.daemon.Socket(), "show ospf neighbors "+name); err == nil {
+			for _, n := range bird.ParseOSPFNeighbors(lines) {
+				if n.Proto == "" {
+					n.Proto = name
+				}
+				ls.neighbors = append(ls.neighbors, n)
+			}
 		}
 	}
 	return ls

@@ -26,7 +26,7 @@ import (
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
-func needBird(t *testing.T) {
+func needBird(t testing.TB) {
 	t.Helper()
 	if _, err := exec.LookPath("bird"); err != nil {
 		t.Skip("bird (package bird2) is not installed")
@@ -530,6 +530,10 @@ protocol ospf v2 o {
   ipv4 { import all; export filter { if proto = "st" then accept; reject; }; };
   area 0 { interface "eth0" { cost 10; wait 2; priority 10; }; };
 }
+protocol ospf v3 o6 {
+  ipv6 { import all; export none; };
+  area 0 { interface "eth0" { cost 10; wait 2; priority 10; }; };
+}
 `)
 	env := testenv.Start(t)
 	dir := t.TempDir()
@@ -555,16 +559,52 @@ protocol ospf v2 o {
 		if len(ifs) != 2 || ifs[0].(map[string]any)["neighbors_full"].(float64) != 1 {
 			return fmt.Errorf("ospf interfaces: %v neighbours %v", ifs, o["neighbors"])
 		}
-		n := o["neighbors"].([]any)[0].(map[string]any)
-		if n["router_id"] != "198.18.0.1" || n["iface"] != "up0" || n["ip"] != "198.18.0.1" {
-			return fmt.Errorf("neighbour: %v", n)
+		var n map[string]any
+		for _, x := range o["neighbors"].([]any) {
+			if x.(map[string]any)["proto"] == "ospf4" {
+				n = x.(map[string]any)
+			}
 		}
-		if ps := o["protocols"].([]any); len(ps) != 1 || ps[0].(map[string]any)["state"] != "up" {
+		if n["router_id"] != "198.18.0.1" || n["iface"] != "up0" || n["ip"] != "198.18.0.1" {
+			return fmt.Errorf("neighbour: %v", o["neighbors"])
+		}
+		ps := o["protocols"].([]any)
+		if len(ps) != 2 || ps[0].(map[string]any)["state"] != "up" || ps[1].(map[string]any)["state"] != "up" {
 			return fmt.Errorf("protocols: %v", ps)
 		}
 		p := peerOf(t, v, "up1")
 		if p["state"] != "Established" || p["bfd_state"] != "Up" {
 			return fmt.Errorf("peer: %v", p)
+		}
+		return nil
+	})
+
+	// OSPFv3 on the same interface: Full once our wait timer (40 s) ends
+	// (the peer takes DR and names us BDR, so no BackupSeen shortens
+	// it); the router counts once in neighbors_full.
+	testenv.Eventually(t, 90*time.Second, func() error {
+		o := call(t, env, api.BGPGet, nil, 200)["ospf"].(map[string]any)
+		ns := o["neighbors"].([]any)
+		if len(ns) != 2 {
+			return fmt.Errorf("neighbours: %v", ns)
+		}
+		for _, x := range ns {
+			n := x.(map[string]any)
+			ok := n["router_id"] == "198.18.0.1" && n["iface"] == "up0" && strings.HasPrefix(n["state"].(string), "Full")
+			switch n["proto"] {
+			case "ospf4":
+				ok = ok && n["ip"] == "198.18.0.1"
+			case "ospf6":
+				ok = ok && strings.HasPrefix(n["ip"].(string), "fe80:")
+			default:
+				ok = false
+			}
+			if !ok {
+				return fmt.Errorf("neighbour: %v", n)
+			}
+		}
+		if full := o["interfaces"].([]any)[0].(map[string]any)["neighbors_full"]; full != 1.0 {
+			return fmt.Errorf("neighbors_full %v with one router Full over v2 and v3", full)
 		}
 		return nil
 	})
@@ -576,13 +616,23 @@ protocol ospf v2 o {
 	call(t, env, api.OSPFSetOp, map[string]any{"originate_default": true}, 200)
 	call(t, env, api.BGPConfirmOp, nil, 200)
 	testenv.Eventually(t, 30*time.Second, func() error {
-		out, err := birdShowErr(peerSock, "show ospf lsadb")
+		out, err := birdShowErr(peerSock, "show ospf lsadb o")
 		for _, l := range strings.Split(out, "\n") {
 			if f := strings.Fields(l); len(f) >= 3 && f[0] == "0005" && f[1] == "0.0.0.0" && f[2] == "198.18.0.2" {
 				return nil
 			}
 		}
 		return fmt.Errorf("no external default LSA of ours at the neighbour (%v):\n%s", err, out)
+	})
+	// OSPFv3 too: our ::/0 (the static fallback) as an AS-external LSA.
+	testenv.Eventually(t, 30*time.Second, func() error {
+		out, err := birdShowErr(peerSock, "show ospf lsadb o6")
+		for _, l := range strings.Split(out, "\n") {
+			if f := strings.Fields(l); len(f) >= 3 && f[0] == "4005" && f[2] == "198.18.0.2" {
+				return nil
+			}
+		}
+		return fmt.Errorf("no OSPFv3 external LSA of ours at the neighbour (%v):\n%s", err, out)
 	})
 	if out, _ := birdShowErr(ourSock, "show route 0.0.0.0/0 protocol ospf4"); strings.Contains(out, "0.0.0.0/0") {
 		t.Fatalf("default from OSPF taken with accept_default off:\n%s", out)

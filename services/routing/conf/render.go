@@ -35,6 +35,7 @@ const (
 	ProtoBlackhole4 = "blackhole4"
 	ProtoBlackhole6 = "blackhole6"
 	ProtoOSPF       = "ospf4"
+	ProtoOSPF6      = "ospf6"
 	ProtoRPKI       = "rpki1"
 	ProtoBFD        = "bfd1"
 )
@@ -251,41 +252,48 @@ func renderPeer(w func(string, ...any), s Settings, p *Peer, rpki bool, o Option
 	return nil
 }
 
+// renderOSPF writes OSPFv2 (IPv4, ospf4) and OSPFv3 (IPv6, ospf6) on the
+// same interfaces, area and default-route rules.
 func renderOSPF(w func(string, ...any), s Settings) {
 	o := s.OSPF
-	if o.OriginateDefault {
-		w("protocol static ospf_default4 {")
-		w("  ipv4 { preference 1; };")
-		w("  route 0.0.0.0/0 unreachable;")
-		w("}")
-	}
-	w("protocol ospf v2 %s {", ProtoOSPF)
-	w("  ipv4 {")
-	if o.AcceptDefault {
-		w("    import all;")
-	} else {
-		w("    import filter { if net = 0.0.0.0/0 then reject; accept; };")
-	}
-	if o.OriginateDefault {
-		// The best default this router has (from BGP, or the static
-		// fallback), never one OSPF itself brought.
-		w("    export filter { if net = 0.0.0.0/0 then accept; reject; };")
-	} else {
-		w("    export none;")
-	}
-	w("  };")
-	w("  area %s {", o.Area)
-	for _, i := range o.Interfaces {
-		w("    interface %s {", quote(i.Name))
-		w("      cost %d;", i.Cost)
-		if i.Passive {
-			w("      stub yes;")
+	for _, v := range []struct{ ver, fam, proto, dflt string }{
+		{"v2", "4", ProtoOSPF, "0.0.0.0/0"},
+		{"v3", "6", ProtoOSPF6, "::/0"},
+	} {
+		if o.OriginateDefault {
+			w("protocol static ospf_default%s {", v.fam)
+			w("  ipv%s { preference 1; };", v.fam)
+			w("  route %s unreachable;", v.dflt)
+			w("}")
 		}
-		w("    };")
+		w("protocol ospf %s %s {", v.ver, v.proto)
+		w("  ipv%s {", v.fam)
+		if o.AcceptDefault {
+			w("    import all;")
+		} else {
+			w("    import filter { if net = %s then reject; accept; };", v.dflt)
+		}
+		if o.OriginateDefault {
+			// The best default this router has (from BGP, or the static
+			// fallback), never one OSPF itself brought.
+			w("    export filter { if net = %s then accept; reject; };", v.dflt)
+		} else {
+			w("    export none;")
+		}
+		w("  };")
+		w("  area %s {", o.Area)
+		for _, i := range o.Interfaces {
+			w("    interface %s {", quote(i.Name))
+			w("      cost %d;", i.Cost)
+			if i.Passive {
+				w("      stub yes;")
+			}
+			w("    };")
+		}
+		w("  };")
+		w("}")
+		w("")
 	}
-	w("  };")
-	w("}")
-	w("")
 }
 
 func plus(list []string) string {
