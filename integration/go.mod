@@ -11,3 +11,8 @@ replace (
 	routerd.dev/services/system => ../services/system
 	routerd.dev/shared => ../shared
 )
+
+require (
+	github.com/osrg/gobgp/v3 v3.37.0
+	google.golang.org/protobuf v1.36.11
+)
