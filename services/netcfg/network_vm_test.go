@@ -128,7 +128,7 @@ func TestFullKernelNetworkBondsAndVLANs(t *testing.T) {
 		})}})
 	go bus.Run(ctx, env.NC, bus.ServiceConfig{Name: "cgnat", Version: "0.0.0", Log: testenv.Log(t), Endpoints: []bus.Endpoint{
 		bus.Bind(api.CGNATUses, func(_ context.Context, in *api.NATIface) (*api.NATUse, error) {
-			return &api.NATUse{CGNAT: cgnat.Load() && in.Iface == "vlan100", Fix: "switch CGNAT to another interface first", Forwards: []string{}}, nil
+			return &api.NATUse{CGNAT: cgnat.Load() && in.Iface == "vlan100", Fix: "switch CGNAT to another interface first", Forwards: []string{"tcp 203.0.113.5:8080 -> 10.100.0.50:80"}}, nil
 		})}})
 	testenv.WaitFor(t, 10*time.Second, "stand-ins", func() bool {
 		_, e1 := bus.Call(context.Background(), env.NC, api.ClientsPage.Subject(), &pb.Request{Method: "GET"})
@@ -144,7 +144,9 @@ func TestFullKernelNetworkBondsAndVLANs(t *testing.T) {
 	cgnat.Store(true)
 	refusal(api.NetVLANDeleteOp, map[string]any{"name": "vlan100"}, "CGNAT translates through vlan100")
 	cgnat.Store(false)
-	r.do(api.NetVLANDisableOp, map[string]any{"name": "vlan100", "reason": "test"}, 200)
+	if d := r.do(api.NetVLANDisableOp, map[string]any{"name": "vlan100", "reason": "test"}, 200); len(toStrings(d["forwards_still_active"])) != 1 {
+		t.Errorf("forwards_still_active: %v", d)
+	}
 	r.do(api.NetVLANEnableOp, map[string]any{"name": "vlan100"}, 200)
 	r.do(api.NetVLANDeleteOp, map[string]any{"name": "vlan100"}, 200)
 

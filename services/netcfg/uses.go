@@ -110,3 +110,15 @@ func (u users) AddrInUse(ctx context.Context, iface string, addr netip.Addr) []s
 	}
 	return nil
 }
+
+// Forwards are cgnat's port forwards through an interface (none when
+// cgnat does not answer).
+func (u users) Forwards(ctx context.Context, name string) []string {
+	cctx, cancel := context.WithTimeout(ctx, askTimeout)
+	defer cancel()
+	nat, err := bus.Invoke(cctx, u.nc, api.CGNATUses, &api.NATIface{Iface: name})
+	if err != nil {
+		return nil
+	}
+	return nat.Forwards
+}

@@ -85,6 +85,9 @@ type Book struct {
 type Users interface {
 	VLANInUse(ctx context.Context, name string, deleting bool) []string
 	AddrInUse(ctx context.Context, iface string, addr netip.Addr) []string
+	// Forwards are the port forwards to clients behind the VLAN (they
+	// stay configured while it is disabled).
+	Forwards(ctx context.Context, name string) []string
 }
 
 // Server serves a new VLAN: DHCPv4 when it has an IPv4 address, DHCPv6
@@ -474,9 +477,13 @@ func (b *Book) Disable(ctx context.Context, in *api.VLANRef) (*api.VLANDisableAn
 	if err := b.change(ctx, recs, old, r, rev); err != nil {
 		return nil, err
 	}
+	fwd := []string{}
+	if b.Uses != nil {
+		fwd = nonNil(b.Uses.Forwards(ctx, r.Name))
+	}
 	return &api.VLANDisableAnswer{Result: api.Result{Message: "VLAN " + r.Name + " disabled"}, Name: r.Name,
 		DisabledAt: r.DisabledAt, Reason: r.Reason, TookOffline: []string{"link"},
-		Kept: "addresses, subnets, delegation range, NAT pool, forwards, routes and client reservations are kept", ForwardsStillActive: []string{}}, nil
+		Kept: "addresses, subnets, delegation range, NAT pool, forwards, routes and client reservations are kept", ForwardsStillActive: fwd}, nil
 }
 
 // inUse is the other services' refusal of a disable or delete: 409 with
@@ -515,8 +522,12 @@ func (b *Book) Enable(ctx context.Context, in *api.VLANRef) (*api.VLANEnableAnsw
 		return nil, err
 	}
 	restored := append([]string{"link"}, append(append([]string{}, r.IPs...), r.IPs6...)...)
+	fwd := []string{}
+	if b.Uses != nil {
+		fwd = nonNil(b.Uses.Forwards(ctx, r.Name))
+	}
 	return &api.VLANEnableAnswer{Result: api.Result{Message: "VLAN " + r.Name + " enabled"}, Name: r.Name, Enabled: true,
-		Restored: restored, ForwardsActive: []string{}, WasDisabledAt: old.DisabledAt, WasDisabledReason: old.Reason}, nil
+		Restored: restored, ForwardsActive: fwd, WasDisabledAt: old.DisabledAt, WasDisabledReason: old.Reason}, nil
 }
 
 // change stores r over old (at rev) and applies it; a refused apply puts
