@@ -130,7 +130,7 @@ func Run(ctx context.Context, cfg config.Config, opt Options) error {
 	}
 	// The kernel services share one handle on the target namespace.
 	var target *netns.NS
-	if cfg.Runs(netcfg.Name) || cfg.Runs(dhcp.Name) || cfg.Runs(routing.Name) || cfg.Runs(firewall.Name) || cfg.Runs(shaper.Name) {
+	if cfg.Runs(netcfg.Name) || cfg.Runs(cgnat.Name) || cfg.Runs(dhcp.Name) || cfg.Runs(routing.Name) || cfg.Runs(firewall.Name) || cfg.Runs(shaper.Name) {
 		if target, err = netns.Open(cfg.Netns); err != nil {
 			return err
 		}

@@ -85,7 +85,7 @@ var (
 	DHCPConfig        = configOwner("dhcp", "etc/dhcp.json, etc/dhcp-reservations.json")
 	RoutingConfig     = configOwner("routing", "etc/routing.json")
 	OLTRegistryConfig = configOwner("olt", "etc/olts.json")
-	ConfigOwners      = []ConfigOwner{SubscribersConfig, NetcfgConfig, DHCPConfig, RoutingConfig, OLTRegistryConfig}
+	ConfigOwners      = []ConfigOwner{SubscribersConfig, NetcfgConfig, DHCPConfig, FirewallConfig, CGNATConfig, RoutingConfig, OLTRegistryConfig}
 )
 
 // ConfigVersion is one saved configuration version.
@@ -243,7 +243,7 @@ var (
 	// Restore is POST /restore.
 	Restore = Define[RestoreRequest, RestoreAnswer](Meta{
 		Service: "system", Name: "restore", REST: []REST{{"POST", "/restore"}}, Timeout: 120 * time.Second,
-		Summary: "Bring in the configuration documents of an archive on the router: the running configuration is first saved as `undo_version` (and written as `undo_file`); each owning service replaces its configuration in one etcd transaction and re-applies its kernel state. 400 when the file is missing, too large (256 MiB), not a tar.gz, or holds a path outside etc/ and data/ (nothing changes); 500 with `undo_version` and `next` when not every document could be brought in. No action form.",
+		Summary: "Bring in the configuration documents of an archive on the router: the running configuration is first saved as `undo_version` (and written as `undo_file`); each owning service replaces its configuration in one etcd transaction and re-applies its kernel state. 400 when the file is missing, too large (256 MiB), not a tar.gz, or holds a path outside etc/ and data/ (nothing changes); 500 with `undo_version`, `next` and `rolled_back` when not every document could be brought in: the configuration before the restore is then brought back into every owner (all or nothing). No action form.",
 	})
 )
 

@@ -21,6 +21,7 @@ import (
 	"routerd.dev/proto/api"
 	pb "routerd.dev/proto/bus"
 	"routerd.dev/services/system/confdoc"
+	"routerd.dev/services/system/versions"
 	"routerd.dev/shared/apierr"
 	"routerd.dev/shared/bus"
 	"routerd.dev/shared/version"
@@ -242,7 +243,11 @@ func (s *Service) restore(ctx context.Context, in *api.RestoreRequest) (*api.Res
 	if err != nil {
 		return nil, err
 	}
-	undo, err := s.save(ctx, "before restore of "+filepath.Base(in.File), true)
+	before, err := s.running(ctx)
+	var undo *versions.Record
+	if err == nil {
+		undo, err = s.versions.Save(ctx, before, savedBy(ctx), "before restore of "+filepath.Base(in.File), true)
+	}
 	if err != nil {
 		ae := apierr.From(err)
 		return nil, ae.With("next", "nothing was changed: the running configuration could not be saved first; fix that, then restore again")
@@ -278,13 +283,25 @@ func (s *Service) restore(ctx context.Context, in *api.RestoreRequest) (*api.Res
 		failures = append(failures, "no service takes "+strings.Join(left, ", "))
 	}
 	if len(failures) > 0 {
-		next := fmt.Sprintf("the configuration before the restore is version %d", undo.ID)
-		if a.UndoFile != "" {
-			next += fmt.Sprintf(": POST /restore with file=%s puts it back", a.UndoFile)
+		// A restore is all or nothing: what some owners took is undone by
+		// bringing the configuration before it back into every owner.
+		var backErr []string
+		for _, o := range s.owners {
+			if _, err := bus.Invoke(context.WithoutCancel(ctx), s.deps.NC, o.Import, &api.ConfigDocuments{Documents: before}); err != nil {
+				backErr = append(backErr, fmt.Sprintf("%s: %v", o.Service, err))
+			}
+		}
+		next := fmt.Sprintf("nothing was changed: the configuration before the restore (version %d) was brought back", undo.ID)
+		if len(backErr) > 0 {
+			s.deps.Log.Error("restore failed and the configuration before it could not be brought back whole", "undo_version", undo.ID, "errors", backErr)
+			next = fmt.Sprintf("the configuration before the restore is version %d, but bringing it back failed (%s)", undo.ID, strings.Join(backErr, "; "))
+			if a.UndoFile != "" {
+				next += fmt.Sprintf(": POST /restore with file=%s puts it back", a.UndoFile)
+			}
 		}
 		return nil, apierr.Internal(strings.Join(failures, "; "), "not every configuration document could be brought in").
 			With("undo_version", undo.ID).With("undo_file", a.UndoFile).With("documents", a.Documents).
-			With("not_restored", left).With("next", next)
+			With("not_restored", left).With("rolled_back", len(backErr) == 0).With("next", next)
 	}
 	a.Message = fmt.Sprintf("Restored %d configuration documents", len(a.Documents))
 	return a, nil

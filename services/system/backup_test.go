@@ -179,7 +179,8 @@ func archiveOf(t *testing.T, files map[string]string) string {
 
 // TestRestoreRefused: every refusal of the archive is a 400 naming file
 // and changes nothing (no undo version is saved); a document no service
-// takes, or one its owner refuses, is a 500 with undo_version and next.
+// takes, or one its owner refuses, is a 500 with undo_version and next,
+// and what the other owners took is brought back (rolled_back).
 func TestRestoreRefused(t *testing.T) {
 	r := newRig(t, false)
 	plan(t, r, "gold", 500)
@@ -215,7 +216,7 @@ func TestRestoreRefused(t *testing.T) {
 
 	// A document its owner refuses: 500, undo_version, nothing of plans changed.
 	st, m := r.do("POST", "/restore", map[string]any{"file": archiveOf(t, map[string]string{"etc/plans.json": "{broken"})})
-	if st != 500 || m["undo_version"].(float64) != 1 || m["next"] == nil || !strings.Contains(m["detail"].(string), "etc/plans.json") {
+	if st != 500 || m["undo_version"].(float64) != 1 || m["rolled_back"] != true || m["next"] == nil || !strings.Contains(m["detail"].(string), "etc/plans.json") {
 		t.Errorf("broken document: %d %v", st, m)
 	}
 	if got := names(t, r); got != "gold" {
@@ -223,8 +224,12 @@ func TestRestoreRefused(t *testing.T) {
 	}
 	// A document nobody takes.
 	st, m = r.do("POST", "/restore", map[string]any{"file": archiveOf(t, map[string]string{"etc/plans.json": good, "etc/unknown.json": "{}"})})
-	if st != 500 || m["undo_version"].(float64) != 2 || strs(m["not_restored"])[0] != "etc/unknown.json" {
+	if st != 500 || m["undo_version"].(float64) != 2 || m["rolled_back"] != true || strs(m["not_restored"])[0] != "etc/unknown.json" {
 		t.Errorf("unknown document: %d %v", st, m)
+	}
+	// All or nothing: the plans the archive emptied are back.
+	if got := names(t, r); got != "gold" {
+		t.Errorf("plans after a restore that failed half way: %s", got)
 	}
 }
 

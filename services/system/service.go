@@ -117,6 +117,9 @@ func (s *Service) status(ctx context.Context, _ *api.None) (*api.Status, error) 
 	o := v.(*others)
 	counts, ifs := o.counts, o.ifs
 	st.DHCPService = o.dhcp
+	if o.spoof != nil && o.spoof.Mode != "" {
+		st.Antispoof = o.spoof.Mode
+	}
 	if counts != nil {
 		st.TotalClients, st.OnlineClients = counts.Total, counts.Online
 		if counts.PerNetwork != nil {
@@ -133,6 +136,7 @@ func (s *Service) status(ctx context.Context, _ *api.None) (*api.Status, error) 
 type others struct {
 	counts *api.ClientCounts
 	ifs    *api.InterfaceCount
+	spoof  *api.AntispoofMode
 	dhcp   string
 }
 
@@ -143,8 +147,9 @@ func (s *Service) others(ctx context.Context) *others {
 		wg sync.WaitGroup
 		o  others
 	)
-	wg.Add(3)
+	wg.Add(4)
 	go func() { defer wg.Done(); o.counts = ask(s, ctx, api.ClientsSummary) }()
+	go func() { defer wg.Done(); o.spoof = ask(s, ctx, api.AntispoofModeGet) }()
 	go func() { defer wg.Done(); o.ifs = ask(s, ctx, api.InterfacesCount) }()
 	go func() { defer wg.Done(); o.dhcp = s.serviceState("dhcp") }()
 	wg.Wait()
