@@ -42,6 +42,7 @@ type ConfigDocuments struct {
 }
 
 // ConfigImported answers an owner's config.import: the documents it took.
+// A message is a problem: the restore reports it and rolls back.
 type ConfigImported struct {
 	Result
 	Documents []string `json:"documents" doc:"paths of the documents the service brought in"`

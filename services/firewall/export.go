@@ -149,5 +149,6 @@ func (s *Service) Import(ctx context.Context, in *api.ConfigDocuments) (*api.Con
 	if err != nil {
 		return nil, apierr.Internal(err.Error(), "%s stored but the anti-spoofing rules were not applied", Document)
 	}
-	return &api.ConfigImported{Result: api.Result{Message: "firewall configuration imported"}, Documents: []string{Document}}, nil
+	// No message: a message in an import answer is a problem the restore reports.
+	return &api.ConfigImported{Documents: []string{Document}}, nil
 }
