@@ -165,6 +165,13 @@ func start(t testing.TB, env *testenv.Env, ns *netns.NS, dir string, confirm tim
 		}
 		return nil
 	})
+	// GET /bgp answers before the later endpoints are subscribed: wait for
+	// the readiness endpoint, declared last.
+	wctx, wcancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer wcancel()
+	if missing := bus.WaitUp(wctx, env.NC, routing.Name); missing != nil {
+		t.Fatalf("not up: %v", missing)
+	}
 	return r
 }
 
@@ -742,6 +749,13 @@ func TestNoDaemon(t *testing.T) {
 		}
 		return nil
 	})
+	// GET /bgp answers before the later endpoints are subscribed: wait for
+	// the readiness endpoint, declared last.
+	wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
+	defer wcancel()
+	if missing := bus.WaitUp(wctx, env.NC, routing.Name); missing != nil {
+		t.Fatalf("not up: %v", missing)
+	}
 	a := call(t, env, api.BGPSetOp, map[string]any{"asn": 65010}, 409)
 	if !strings.Contains(a["error"].(string), "bird2") {
 		t.Errorf("409: %v", a)
