@@ -55,6 +55,7 @@ func (s *Service) checks() []check {
 		{name: "disk", run: s.checkDisk},
 		{name: "clock", run: s.checkClock},
 		{name: "olt", run: s.checkOLT, timeout: oltAuditTimeout},
+		{name: "drift", run: s.checkDrift},
 		{name: "licence", run: s.checkLicence},
 	}
 }
@@ -338,6 +339,24 @@ func (s *Service) checkOLT(ctx context.Context, olt bool) []api.Finding {
 	var out []api.Finding
 	for _, r := range results {
 		out = append(out, r...)
+	}
+	return out
+}
+
+// checkDrift: the kernel no longer as the stored network configuration
+// says (netcfg's GET /network drift, in an operator's words), one finding
+// per difference; nothing while no network configuration is stored or
+// netcfg does not answer (the services check reports that).
+func (s *Service) checkDrift(ctx context.Context, _ bool) []api.Finding {
+	n, err := bus.Invoke(ctx, s.deps.NC, api.NetworkGet, &api.None{})
+	if err != nil || !n.Managed {
+		return nil
+	}
+	var out []api.Finding
+	for _, d := range n.Drift {
+		out = append(out, api.Finding{Severity: "warning", Area: "configuration", Problem: "configuration drift: " + d,
+			Detail: "the kernel differs from the stored network configuration (version " + n.Version + ")",
+			Fix:    "bring the kernel back to the stored configuration, or store what the kernel has: POST /network/plan, then /network/apply with the document you want"})
 	}
 	return out
 }
