@@ -1,12 +1,8 @@
 package cgnat_test
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"io"
 	"net"
-	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -138,27 +134,7 @@ func (r *rig) start(t testing.TB) {
 // do sends one request through the gateway and decodes the JSON answer.
 func (r *rig) do(t testing.TB, method, path string, body any) (int, map[string]any) {
 	t.Helper()
-	var rd io.Reader
-	if body != nil {
-		raw, _ := json.Marshal(body)
-		rd = bytes.NewReader(raw)
-	}
-	req, err := http.NewRequest(method, r.url+path, rd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("X-API-Key", apiKey)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	var m map[string]any
-	if err := json.Unmarshal(raw, &m); err != nil {
-		t.Fatalf("%s %s: %d, not JSON: %s", method, path, resp.StatusCode, raw)
-	}
-	return resp.StatusCode, m
+	return testenv.Call(t, apiKey, method, r.url+path, body)
 }
 
 // want checks the status of a request and returns its answer.
