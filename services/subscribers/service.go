@@ -81,10 +81,17 @@ func New(d Deps) *Service {
 		}
 		return a.OLTs, nil
 	}
-	// New rates of a plan reshape all its clients at once (the shaper).
+	// New rates of a plan reshape all its clients at once (the shaper),
+	// each then reported by a client.reshaped event; an event not
+	// published never fails the change.
 	s.plans.Reshape = func(ctx context.Context, p plan.Plan) error {
-		_, err := s.onBus.ReshapePlan(ctx, &api.PlanRates{Plan: p.Name, DownMbps: p.DownMbps, UpMbps: p.UpMbps})
-		return err
+		if _, err := s.onBus.ReshapePlan(ctx, &api.PlanRates{Plan: p.Name, DownMbps: p.DownMbps, UpMbps: p.UpMbps}); err != nil {
+			return err
+		}
+		if n, err := s.clients.Reshaped(ctx, p.Name); err != nil {
+			d.Log.Warn("client.reshaped events not all published", "plan", p.Name, "published", n, "err", err)
+		}
+		return nil
 	}
 	return s
 }

@@ -35,8 +35,8 @@ type Deps struct {
 	Neigh Neighbours
 	Now   func() time.Time
 	Log   *slog.Logger
-	// Pub publishes the events of changes nobody asked for (the end-date
-	// reconciliation).
+	// Pub publishes the events no single operation's answer carries (the
+	// end-date reconciliation, the clients of a plan given new rates).
 	Pub *bus.Publisher
 }
 
