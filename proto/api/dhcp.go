@@ -259,18 +259,21 @@ var (
 		Service: "dhcp", Name: "net.create",
 		Summary: "Serve the interface's live IPv4 subnet (201); calling again updates the label. 404 when the interface has no IPv4 address; 500 with `detail`, message ending 'rolled back', when the engine refuses the configuration.",
 		REST:    []REST{{"POST", "/net"}}, Action: "add-net", Status: 201,
+		Event: DHCPNetAdded,
 	})
 	// NetDelete is DELETE /net.
 	NetDelete = Define[NetIface, NetAnswer](Meta{
 		Service: "dhcp", Name: "net.delete",
 		Summary: "Stop serving the interface's IPv4 subnet; leases stay until they expire. 409 while clients are registered in it; 404 when the interface is not served and has no IPv4 address; 500 when it has one but no subnet block.",
 		REST:    []REST{{"DELETE", "/net"}}, Action: "remove-net",
+		Event: DHCPNetRemoved,
 	})
 	// DHCPReload is POST /dhcp/reload.
 	DHCPReload = Define[None, ReloadAnswer](Meta{
 		Service: "dhcp", Name: "reload",
 		Summary: "Read the stored configuration and reservations again and apply them; 500 with `detail` when the engine refuses them (the configuration in force stays).",
 		REST:    []REST{{"POST", "/dhcp/reload"}}, Action: "reload",
+		Event: DHCPReloaded,
 	})
 
 	// DHCPUnknown is any other /dhcp/ path: 404.
@@ -285,17 +288,20 @@ var (
 		Service: "dhcp", Name: "reservations.clients.put",
 		Summary: "Add (201) or change (200) a MAC client's fixed addresses; 400 outside served networks; 409 address in use by another reservation. Served at the client's next request.",
 		Status:  201,
+		Event:   DHCPReservationPut,
 	})
 	// ReservationPutService adds or changes a fibre service's binding.
 	ReservationPutService = Define[ServiceReservation, ReservationAnswer](Meta{
 		Service: "dhcp", Name: "reservations.services.put",
 		Summary: "Add (201) or change (200) a fibre service's option 82 binding to a fixed IPv4 address; 400 outside served networks; 409 address or port and ONT in use.",
 		Status:  201,
+		Event:   DHCPReservationPut,
 	})
 	// ReservationDelete removes a client's or a service's reservation.
 	ReservationDelete = Define[ReservationRef, ReservationAnswer](Meta{
 		Service: "dhcp", Name: "reservations.delete",
 		Summary: "Remove a client's (mac) or a service's (id) reservation; 404 when none.",
+		Event:   DHCPReservationDeleted,
 	})
 	// ReservationsList pages the reservations.
 	ReservationsList = Define[ReservationFilter, ReservationList](Meta{
@@ -609,30 +615,35 @@ var (
 		Service: "dhcp", Name: "net6.create",
 		Summary: "Serve the interface's global IPv6 network by DHCPv6 (pool derived: ::1000-::ffff for a /64) and router advertisements (201); inherits other subnets' resolvers when no global IPv6 resolver is set. 404 without a global IPv6 address; 500 ending 'rolled back' when refused.",
 		REST:    []REST{{"POST", "/net6"}}, Action: "net6-add", Status: 201,
+		Event: DHCPNet6Added,
 	})
 	// Net6Delete is DELETE /net6.
 	Net6Delete = Define[Net6Iface, Net6DeleteAnswer](Meta{
 		Service: "dhcp", Name: "net6.delete",
 		Summary: "Stop serving the interface by DHCPv6 and router advertisements; its delegation slice is released (removed_pd_pool). 404 when not served.",
 		REST:    []REST{{"DELETE", "/net6"}}, Action: "net6-del",
+		Event: DHCPNet6Removed,
 	})
 	// Net6Pool is POST /net6/pool.
 	Net6Pool = Define[Net6PoolSet, Net6PoolAnswer](Meta{
 		Service: "dhcp", Name: "net6.pool",
 		Summary: "Set (or derive again, without start and end) the DHCPv6 address range of a served IPv6 network. 400 outside the network; 404 no IPv6 address or not served.",
 		REST:    []REST{{"POST", "/net6/pool"}}, Action: "net6-pool",
+		Event: DHCPNet6Changed,
 	})
 	// Net6Lease is POST or GET /net6/lease.
 	Net6Lease = Define[Net6LeaseSet, Net6LeaseAnswer](Meta{
 		Service: "dhcp", Name: "net6.lease",
 		Summary: "DHCPv6 valid (>= 120 s) and preferred (default half, at most valid) lifetimes for addresses and delegated prefixes; existing leases keep theirs until renewal.",
 		REST:    []REST{{"POST", "/net6/lease"}, {"GET", "/net6/lease"}}, Action: "net6-lease",
+		Event: DHCPNet6Changed,
 	})
 	// Net6DNS is the net6-dns action.
 	Net6DNS = Define[Net6DNSSet, Net6DNSAnswer](Meta{
 		Service: "dhcp", Name: "net6.dns",
 		Summary: "Set the global DHCPv6 resolvers (servers), and the domain (or clear_domain=1).",
 		Action:  "net6-dns",
+		Event:   DHCPDNSChanged,
 	})
 
 	// PDGet is GET /pd.
@@ -646,30 +657,35 @@ var (
 		Service: "dhcp", Name: "pd.create",
 		Summary: "Give a served IPv6 interface a slice of the delegation pool (size a power of two, default pd_slice), aligned to its size; calling again with another size re-allocates (replaced, warning). 400 size; 404 not served by DHCPv6 or no pool; 507 pool exhausted.",
 		REST:    []REST{{"POST", "/pd"}}, Action: "pd-add", Status: 201,
+		Event: DHCPPDChanged,
 	})
 	// PDResize is POST /pd/resize.
 	PDResize = Define[PDSet, PDAnswer](Meta{
 		Service: "dhcp", Name: "pd.resize",
 		Summary: "Re-allocate an interface's slice at another size. 400 without size; 404 no delegation on the interface; 409 already that size; 507 no room.",
 		REST:    []REST{{"POST", "/pd/resize"}}, Action: "pd-resize",
+		Event: DHCPPDChanged,
 	})
 	// PDDelete is DELETE /pd.
 	PDDelete = Define[PDIface, PDDeleteAnswer](Meta{
 		Service: "dhcp", Name: "pd.delete",
 		Summary: "Release an interface's slice; delegated routes are withdrawn as their leases expire. 404 when it has none.",
 		REST:    []REST{{"DELETE", "/pd"}}, Action: "pd-del",
+		Event: DHCPPDChanged,
 	})
 	// PDAssignOp is POST or GET /pd/assign.
 	PDAssignOp = Define[PDAssign, PDAssignAnswer](Meta{
 		Service: "dhcp", Name: "pd.assign",
 		Summary: "Pin a prefix of the reserved band to a registered client (by mac). 404 unknown client; 400 invalid or outside the reserved band; 409 pinned to another client; 507 band full.",
 		REST:    []REST{{"POST", "/pd/assign"}, {"GET", "/pd/assign"}}, Action: "pd-assign",
+		Event: DHCPPDAssigned,
 	})
 	// PDUnassignOp is DELETE /pd/assign.
 	PDUnassignOp = Define[PDUnassign, PDAssignAnswer](Meta{
 		Service: "dhcp", Name: "pd.unassign",
 		Summary: "Unpin a client's prefix. 404 when it has none.",
 		REST:    []REST{{"DELETE", "/pd/assign"}}, Action: "pd-unassign",
+		Event: DHCPPDUnassigned,
 	})
 
 	// DNSGet is GET /dns.
@@ -683,18 +699,21 @@ var (
 		Service: "dhcp", Name: "dns.set",
 		Summary: "Set the global resolvers and domain (apply=all drops per-VLAN overrides), or with iface a per-VLAN override. Clients pick changes up at renewal. 400 nothing given or an invalid address; 404 interface not served.",
 		REST:    []REST{{"POST", "/dns"}, {"POST", "/dns/{iface}"}}, Action: "dns-set",
+		Event: DHCPDNSChanged,
 	})
 	// DNSIfaceDelete is DELETE /dns/{iface}.
 	DNSIfaceDelete = Define[DNSIface, DNSIfaceDeleteAnswer](Meta{
 		Service: "dhcp", Name: "dns.iface.delete",
 		Summary: "Drop an interface's override; it inherits the global resolvers. 404 no override.",
 		REST:    []REST{{"DELETE", "/dns/{iface}"}},
+		Event:   DHCPDNSChanged,
 	})
 	// DNSClearOp is DELETE /dns.
 	DNSClearOp = Define[DNSClear, DNSClearAnswer](Meta{
 		Service: "dhcp", Name: "dns.clear",
 		Summary: "Clear global v4, v6, domain or all (all also removes per-VLAN IPv6 resolvers), or one interface's override. 404 nothing of that kind set.",
 		REST:    []REST{{"DELETE", "/dns"}}, Action: "dns-del",
+		Event: DHCPDNSChanged,
 	})
 
 	// Option82Get is GET /option82.
@@ -708,5 +727,25 @@ var (
 		Service: "dhcp", Name: "option82.set",
 		Summary: "Turn option 82 lookup and recording on or off; a configuration the DHCP server refuses is reverted: 400 with detail.",
 		REST:    []REST{{"POST", "/option82"}},
+		Event:   DHCPOption82Changed,
 	})
+)
+
+// Events of the dhcp service's configuration (router.events.dhcp.<kind>),
+// published after the change is stored and in force; the data is the
+// operation's answer. Lease events (lease.*) are the engine's own.
+const (
+	DHCPNetAdded           = "net.added"
+	DHCPNetRemoved         = "net.removed"
+	DHCPNet6Added          = "net6.added"
+	DHCPNet6Removed        = "net6.removed"
+	DHCPNet6Changed        = "net6.changed"
+	DHCPReloaded           = "config.reloaded"
+	DHCPPDChanged          = "pd.changed"
+	DHCPPDAssigned         = "pd.assigned"
+	DHCPPDUnassigned       = "pd.unassigned"
+	DHCPDNSChanged         = "dns.changed"
+	DHCPOption82Changed    = "option82.changed"
+	DHCPReservationPut     = "reservation.put"
+	DHCPReservationDeleted = "reservation.deleted"
 )

@@ -10,7 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"routerd.dev/proto/api"
+	"routerd.dev/proto/event"
 	"routerd.dev/services/dhcp/config"
 	"routerd.dev/services/dhcp/lease"
 	"routerd.dev/shared/apierr"
@@ -94,10 +97,25 @@ func TestServedNetworksOverTheBus(t *testing.T) {
 		t.Errorf("bad name: field %v", e.Fields["field"])
 	}
 
-	// POST /net: 201, stored, served.
+	// POST /net: 201, stored, served, and the change published.
+	added := make(chan *nats.Msg, 4)
+	if _, err := env.NC.ChanSubscribe(event.Subject(Name, api.DHCPNetAdded), added); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.NC.Flush(); err != nil {
+		t.Fatal(err)
+	}
 	add, err := bus.Invoke(ctx, env.NC, api.NetAdd, &api.NetIface{Iface: tp.srvIf, Label: "subscribers"})
 	if err != nil {
 		t.Fatal(err)
+	}
+	select {
+	case m := <-added:
+		if !strings.Contains(string(m.Data), `"10.77.0.0/24"`) {
+			t.Errorf("net.added event without the network: %s", m.Data)
+		}
+	case <-time.After(5 * time.Second):
+		t.Errorf("no %s event after POST /net", api.DHCPNetAdded)
 	}
 	if add.Code != 201 || !add.OK || add.Network != (api.NetBlock{Iface: tp.srvIf, Gateway: "10.77.0.1", Network: "10.77.0.0/24", CIDR: 24}) ||
 		add.Label == nil || *add.Label != "subscribers" {
