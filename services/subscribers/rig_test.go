@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"sort"
 	"strings"
 	"sync"
@@ -249,7 +250,10 @@ func newRig(t testing.TB, real bool) *rig {
 		wg.Add(1)
 		go func() { defer wg.Done(); f(ctx) }()
 	}
-	d, err := dhcp.NewService(dhcp.ServiceDeps{NC: env.NC, KV: env.KV, NS: ns, Log: log, ListenRetry: 200 * time.Millisecond})
+	// A delegation pool whose first 16 /56s are the band pinned to
+	// single clients (POST /pd/assign).
+	pd := dhcp.PDDefaults{Pool: netip.MustParsePrefix("2001:db8:a000::/48"), Len: 56, Slice: 16, Reserve: 16}
+	d, err := dhcp.NewService(dhcp.ServiceDeps{NC: env.NC, KV: env.KV, NS: ns, Log: log, ListenRetry: 200 * time.Millisecond, PD: pd})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -169,6 +169,29 @@ func (b *Book) Active(ctx context.Context, in *api.ActiveQuery) (*api.ActiveAnsw
 	return out, nil
 }
 
+// pinned maps MAC to the prefix pinned to it by POST /pd/assign. dhcp
+// keeps the pin (in the client's reservation, or in the configuration's
+// pinned list), so it is asked (GET /pd's pinned list) rather than copied
+// onto the client record, where it would go stale the moment someone
+// pins or unpins; nothing, logged, when dhcp does not answer.
+func (b *Book) pinned(ctx context.Context) map[string]string {
+	out := map[string]string{}
+	if b.d.Leases == nil {
+		return out
+	}
+	l, err := b.d.Leases.Pinned(ctx)
+	if err != nil {
+		b.d.Log.Warn("pinned prefixes not read", "err", err)
+		return out
+	}
+	for _, p := range l {
+		if m, err := NormalizeMAC(p.MAC); err == nil {
+			out[m] = p.Prefix6
+		}
+	}
+	return out
+}
+
 // Clients6 is GET /clients6.
 func (b *Book) Clients6(ctx context.Context, in *api.Clients6Query) (*api.Clients6Answer, error) {
 	clients, err := b.all(ctx)
@@ -192,6 +215,7 @@ func (b *Book) Clients6(ctx context.Context, in *api.Clients6Query) (*api.Client
 	for _, l := range b.leases(ctx, "v6pd") {
 		pd[strings.ToUpper(l.MAC)] = append(pd[strings.ToUpper(l.MAC)], netip.PrefixFrom(l.Addr, l.PrefixLen).String())
 	}
+	pinned := b.pinned(ctx)
 	type group struct {
 		e     *api.Client6Entry
 		state string
@@ -247,6 +271,9 @@ func (b *Book) Clients6(ctx context.Context, in *api.Clients6Query) (*api.Client
 		if p := pd[mac]; p != nil {
 			e.Prefix6Delegated = p
 		}
+		if p, ok := pinned[mac]; ok {
+			e.Prefix6Pinned = ptr(p)
+		}
 		out.Summary.Total++
 		if e.Online {
 			out.Summary.Online++
@@ -254,7 +281,7 @@ func (b *Book) Clients6(ctx context.Context, in *api.Clients6Query) (*api.Client
 		if e.Registered {
 			out.Summary.Registered++
 		}
-		if len(e.Prefix6Delegated) > 0 {
+		if len(e.Prefix6Delegated) > 0 || e.Prefix6Pinned != nil {
 			out.Summary.WithPrefix++
 		}
 		out.Clients = append(out.Clients, *e)

@@ -35,7 +35,10 @@ type Networks interface {
 // (firewall). Removing what is absent is not an error.
 type Effects interface {
 	Reserve(ctx context.Context, r *api.ClientReservation) error
-	Unreserve(ctx context.Context, mac string) error
+	// Unreserve answers the reservation it removed (nil when there was
+	// none): it may hold a prefix pinned by POST /pd/assign, which only
+	// dhcp keeps.
+	Unreserve(ctx context.Context, mac string) (*api.ClientReservation, error)
 	Shape(ctx context.Context, s *api.Shape) error
 	Unshape(ctx context.Context, id string) error
 	Block(ctx context.Context, b *api.Block) error
@@ -49,9 +52,14 @@ type Effects interface {
 	Blocks(ctx context.Context, after string) (*api.BlockPage, error)
 }
 
-// Leases gives the DHCP leases (GET /clients/active's dynamic leases).
+// Leases gives what dhcp hands out beside the reservations: its leases
+// (GET /clients/active's dynamic leases, the delegated prefixes) and the
+// prefixes pinned to single clients (GET /clients6's prefix6_pinned).
 type Leases interface {
 	Leases(ctx context.Context, f *api.LeaseFilter) (*api.LeaseList, error)
+	// Pinned is GET /pd's pinned list: the prefixes of the reserved band
+	// POST /pd/assign gave to single MACs.
+	Pinned(ctx context.Context) ([]api.PinnedPrefix, error)
 }
 
 // OnBus is Networks, Effects and Leases asked of their owners on the bus.
@@ -116,9 +124,12 @@ func (o *OnBus) Reserve(ctx context.Context, r *api.ClientReservation) error {
 	return err
 }
 
-func (o *OnBus) Unreserve(ctx context.Context, mac string) error {
-	_, err := bus.Invoke(ctx, o.NC, api.ReservationDelete, &api.ReservationRef{MAC: mac})
-	return absentOK(err)
+func (o *OnBus) Unreserve(ctx context.Context, mac string) (*api.ClientReservation, error) {
+	a, err := bus.Invoke(ctx, o.NC, api.ReservationDelete, &api.ReservationRef{MAC: mac})
+	if err != nil {
+		return nil, absentOK(err)
+	}
+	return a.Client, nil
 }
 
 func (o *OnBus) Shape(ctx context.Context, s *api.Shape) error {
@@ -163,4 +174,12 @@ func (o *OnBus) Blocks(ctx context.Context, after string) (*api.BlockPage, error
 
 func (o *OnBus) Leases(ctx context.Context, f *api.LeaseFilter) (*api.LeaseList, error) {
 	return bus.Invoke(ctx, o.NC, api.LeasesList, f)
+}
+
+func (o *OnBus) Pinned(ctx context.Context) ([]api.PinnedPrefix, error) {
+	s, err := bus.Invoke(ctx, o.NC, api.PDGet, &api.None{})
+	if err != nil {
+		return nil, err
+	}
+	return s.Pinned, nil
 }

@@ -72,7 +72,21 @@ func (b *Book) apply(ctx context.Context, old, nc *api.Client, force bool) error
 	mac := macOf(old, nc)
 	ro, rn := reservation(old), reservation(nc)
 	if force || !same(ro, rn) {
-		steps = append(steps, step{what: "dhcp", do: b.putResv(rn, mac), undo: b.putResv(ro, mac)})
+		s := step{what: "dhcp", do: b.putResv(rn, mac), undo: b.putResv(ro, mac)}
+		if rn == nil && ro != nil {
+			// A removal undone puts back what dhcp held, a pinned
+			// prefix (POST /pd/assign, kept by dhcp alone) included.
+			back := *ro
+			s.do = func(ctx context.Context) error {
+				was, err := b.d.Fx.Unreserve(ctx, mac)
+				if was != nil {
+					back.Prefix6 = was.Prefix6
+				}
+				return err
+			}
+			s.undo = func(ctx context.Context) error { return b.d.Fx.Reserve(ctx, &back) }
+		}
+		steps = append(steps, s)
 	}
 	so, err := b.shape(ctx, old)
 	if err != nil {
@@ -114,7 +128,8 @@ func macOf(cs ...*api.Client) string {
 func (b *Book) putResv(r *api.ClientReservation, mac string) func(context.Context) error {
 	return func(ctx context.Context) error {
 		if r == nil {
-			return b.d.Fx.Unreserve(ctx, mac)
+			_, err := b.d.Fx.Unreserve(ctx, mac)
+			return err
 		}
 		return b.d.Fx.Reserve(ctx, r)
 	}

@@ -177,7 +177,7 @@ func (b *Book) Reconcile(ctx context.Context, only ...string) (ReconcileResult, 
 		if b.stored(ctx, mac) {
 			continue
 		}
-		if err := b.d.Fx.Unreserve(ctx, mac); err != nil {
+		if _, err := b.d.Fx.Unreserve(ctx, mac); err != nil {
 			fail("dhcp", mac, err)
 		} else {
 			res.Unreserved++
