@@ -141,6 +141,47 @@ type DHCPInterface struct {
 	InDHCP6Conf  bool   `json:"in_dhcp6_conf"`
 	InDHCP6List  bool   `json:"in_dhcp6_listen"`
 	DHCP6Active  bool   `json:"dhcp6_active"`
+	// Suspended is present while serving is suspended on the interface
+	// (its VLAN disabled): the subnets stay in the configuration, the
+	// interface is out of the listen list (ours; the spec does not show it).
+	Suspended *ServingSuspension `json:"suspended,omitempty"`
+}
+
+// ServingSuspension says since when and why an interface is not served.
+type ServingSuspension struct {
+	Since  string `json:"since" example:"2026-11-24 10:00:00"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// ServingSet suspends (enabled false) or resumes (true) DHCPv4, DHCPv6 and
+// router advertisements on one interface: netcfg's VLAN disable and enable
+// (Document 2's VLAN state table). The subnets, pools, delegation slice
+// and resolvers stay configured either way.
+type ServingSet struct {
+	Iface   string `json:"iface" api:"required" pattern:"^[A-Za-z0-9_.@:-]{1,15}$" hint:"an interface name of 1-15 letters, digits, _ . @ : -"`
+	Enabled bool   `json:"enabled" doc:"false suspends, true resumes"`
+	Reason  string `json:"reason" api:"maxlen=200" doc:"kept with a suspension"`
+}
+
+// ServingAnswer says what a suspension took offline or a resumption
+// restored: "DHCPv4", "DHCPv6", "router advertisements"; empty when the
+// interface serves nothing or already was in that state.
+type ServingAnswer struct {
+	Result
+	Iface       string             `json:"iface"`
+	Enabled     bool               `json:"enabled"`
+	TookOffline []string           `json:"took_offline"`
+	Restored    []string           `json:"restored"`
+	Suspended   *ServingSuspension `json:"suspended,omitempty" doc:"the suspension in force (suspend) or lifted (resume)"`
+}
+
+// EventOf publishes serving.changed when something was taken offline or
+// restored, nothing otherwise.
+func (a *ServingAnswer) EventOf() (string, any) {
+	if len(a.TookOffline) == 0 && len(a.Restored) == 0 {
+		return "", nil
+	}
+	return DHCPServingChanged, a
 }
 
 // InterfaceList answers GET /interfaces (also GET /net and GET /net6).
@@ -302,6 +343,12 @@ var (
 		Service: "dhcp", Name: "reservations.delete",
 		Summary: "Remove a client's (mac) or a service's (id) reservation; 404 when none.",
 		Event:   DHCPReservationDeleted,
+	})
+	// ServingSetOp suspends or resumes serving on one interface.
+	ServingSetOp = Define[ServingSet, ServingAnswer](Meta{
+		Service: "dhcp", Name: "serving.set",
+		Summary: "Suspend (enabled false) or resume DHCPv4, DHCPv6 and router advertisements on one interface, stored with the served networks (a last advertisement with router lifetime 0 goes out); netcfg's VLAN disable and enable call it. An interface that serves nothing answers empty lists.",
+		Event:   DHCPServingChanged,
 	})
 	// ReservationsList pages the reservations.
 	ReservationsList = Define[ReservationFilter, ReservationList](Meta{
@@ -748,4 +795,5 @@ const (
 	DHCPOption82Changed    = "option82.changed"
 	DHCPReservationPut     = "reservation.put"
 	DHCPReservationDeleted = "reservation.deleted"
+	DHCPServingChanged     = "serving.changed"
 )

@@ -102,6 +102,9 @@ type VLANDisableAnswer struct {
 	TookOffline         []string `json:"took_offline"`
 	Kept                string   `json:"kept"`
 	ForwardsStillActive []string `json:"forwards_still_active"`
+	// Warning says what could not be taken offline (a dhcp service that
+	// did not answer); ours, absent when everything was.
+	Warning string `json:"warning,omitempty"`
 }
 
 // EventOf publishes vlan.disabled.
@@ -118,6 +121,9 @@ type VLANEnableAnswer struct {
 	ForwardsActive    []string `json:"forwards_active"`
 	WasDisabledAt     string   `json:"was_disabled_at"`
 	WasDisabledReason string   `json:"was_disabled_reason"`
+	// Warning says what could not be restored (a dhcp service that did
+	// not answer); ours, absent when everything was.
+	Warning string `json:"warning,omitempty"`
 }
 
 // EventOf publishes vlan.enabled.

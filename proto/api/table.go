@@ -56,7 +56,7 @@ var Table = []Operation{
 	OSPFIfDelOp, BGPConfirmOp, BGPUndoOp, BGPUnknownOp,
 	// Served networks and reservations (dhcp; Document 2).
 	NetworksList, InterfacesList, NetAdd, NetDelete, DHCPReload, DHCPUnknown,
-	ReservationPutClient, ReservationPutService, ReservationDelete, ReservationsList,
+	ReservationPutClient, ReservationPutService, ReservationDelete, ReservationsList, ServingSetOp,
 	Net6Add, Net6Delete, Net6Pool, Net6Lease, Net6DNS,
 	PDGet, PDAdd, PDResize, PDDelete, PDAssignOp, PDUnassignOp,
 	DNSGet, DNSSetOp, DNSIfaceDelete, DNSClearOp, Option82Get, Option82SetOp,

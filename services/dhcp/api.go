@@ -50,6 +50,7 @@ func (s *Service) Endpoints() []bus.Endpoint {
 		bus.Bind(api.ReservationPutService, s.putService),
 		bus.Bind(api.ReservationDelete, s.deleteReservation),
 		bus.Bind(api.ReservationsList, s.listReservations),
+		bus.Bind(api.ServingSetOp, s.setServing),
 	}
 }
 

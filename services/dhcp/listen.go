@@ -14,17 +14,24 @@ import (
 )
 
 // reconcileListeners opens a listener for every served interface that has
-// none and closes those of interfaces no longer served; listeners of
-// interfaces that stay served are left alone.
+// none and closes those of interfaces no longer served or suspended;
+// listeners of interfaces that stay served are left alone. A closed
+// advertiser sends a last advertisement with router lifetime 0, as radvd
+// does when an interface stops advertising, so hosts drop the router at
+// once.
 func (e *Engine) reconcileListeners(ctx context.Context) {
 	cfg := e.Config()
 	want := map[string]string{}
 	for _, n := range cfg.Networks {
-		want["4|"+n.Iface] = n.Iface
+		if _, off := cfg.Suspended[n.Iface]; !off {
+			want["4|"+n.Iface] = n.Iface
+		}
 	}
 	for _, n := range cfg.Networks6 {
-		want["6|"+n.Iface] = n.Iface
-		want["ra|"+n.Iface] = n.Iface
+		if _, off := cfg.Suspended[n.Iface]; !off {
+			want["6|"+n.Iface] = n.Iface
+			want["ra|"+n.Iface] = n.Iface
+		}
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()

@@ -108,6 +108,7 @@ func unserved(c *config.Config, iface string) {
 		}
 	}
 	delete(c.DNS.PerIface, iface)
+	delete(c.Suspended, iface)
 }
 
 func (s *Service) pdRange(c config.Config, iface string, sl config.Slice) *api.PDRange {

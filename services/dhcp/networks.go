@@ -129,21 +129,27 @@ func (s *Service) listInterfaces(ctx context.Context, _ *api.None) (*api.Interfa
 	out := &api.InterfaceList{Interfaces: []api.DHCPInterface{}}
 	for _, a := range live {
 		d := api.DHCPInterface{Iface: a.name}
+		// A suspended interface (a disabled VLAN) keeps its subnets in the
+		// configuration but is out of the listen list.
+		_, off := c.Suspended[a.name]
 		if a.v4.IsValid() {
 			d.Gateway, d.Network, d.CIDR = a.v4.Addr().String(), a.v4.Masked().String(), a.v4.Bits()
 			for _, n := range c.Networks {
 				d.InDHCPConf = d.InDHCPConf || n.Prefix == a.v4.Masked()
-				d.InDHCPListen = d.InDHCPListen || n.Iface == a.name
-				d.DHCPActive = d.DHCPActive || n.Iface == a.name && n.Prefix == a.v4.Masked()
+				d.InDHCPListen = d.InDHCPListen || n.Iface == a.name && !off
+				d.DHCPActive = d.DHCPActive || n.Iface == a.name && n.Prefix == a.v4.Masked() && !off
 			}
 		}
 		if a.v6.IsValid() {
 			d.Network6, d.Gateway6 = a.v6.Masked().String(), a.v6.Addr().String()
 			for _, n := range c.Networks6 {
 				d.InDHCP6Conf = d.InDHCP6Conf || n.Prefix == a.v6.Masked()
-				d.InDHCP6List = d.InDHCP6List || n.Iface == a.name
-				d.DHCP6Active = d.DHCP6Active || n.Iface == a.name && n.Prefix == a.v6.Masked()
+				d.InDHCP6List = d.InDHCP6List || n.Iface == a.name && !off
+				d.DHCP6Active = d.DHCP6Active || n.Iface == a.name && n.Prefix == a.v6.Masked() && !off
 			}
+		}
+		if off {
+			d.Suspended = wireSuspension(c.Suspended[a.name])
 		}
 		out.Interfaces = append(out.Interfaces, d)
 	}

@@ -59,6 +59,18 @@ type Config struct {
 	RA RA `json:"ra"`
 	// Timers tunes the engine's housekeeping; zero values take defaults.
 	Timers Timers `json:"timers"`
+	// Suspended are the interfaces whose serving is suspended (netcfg's
+	// disabled VLANs, through serving.set): their networks, pools,
+	// delegation slice and resolvers stay configured, but nothing is
+	// answered there, DHCPv4, DHCPv6 or router advertisements, until the
+	// entry is removed.
+	Suspended map[string]Suspension `json:"suspended,omitempty"`
+}
+
+// Suspension is why and since when an interface is not served.
+type Suspension struct {
+	Since  time.Time `json:"since"`
+	Reason string    `json:"reason,omitempty"`
 }
 
 // Network is one IPv4 served network on one interface.
@@ -365,6 +377,11 @@ func (c Config) Validate() error {
 	for ifc := range c.DNS.PerIface {
 		if !ifaces4[ifc] && !ifaces6[ifc] {
 			bad("dns: override for %s, which is not served", ifc)
+		}
+	}
+	for ifc := range c.Suspended {
+		if !ifaces4[ifc] && !ifaces6[ifc] {
+			bad("suspended: %s, which is not served", ifc)
 		}
 	}
 	if len(c.DNS.Domain) > 253 {

@@ -44,6 +44,9 @@ type network struct {
 	dns   []netip.Addr
 	pool  *pool.Range
 	lease uint32 // seconds
+	// suspended: nothing is answered for this network (config.Suspended),
+	// not even a relayed request; its pool and leases stay.
+	suspended bool
 }
 
 // compiled is one configuration, ready to answer from. It is replaced whole
@@ -151,8 +154,11 @@ func (s *Server) reconfigureLocked(cfg config.Config) error {
 		if i, ok := n.pool.Index(nc.Gateway); ok {
 			n.pool.Set(i)
 		}
+		_, n.suspended = cfg.Suspended[nc.Iface]
 		c.nets = append(c.nets, n)
-		c.byIface[nc.Iface] = n
+		if !n.suspended {
+			c.byIface[nc.Iface] = n
+		}
 	}
 	// Fixed addresses are never handed out dynamically.
 	for ip := range c.fixedIPs {
@@ -183,7 +189,7 @@ func (s *Server) reconfigureLocked(cfg config.Config) error {
 func (c *compiled) selectNetwork(iface string, giaddr netip.Addr) *network {
 	if g := giaddr; g.IsValid() {
 		for _, n := range c.nets {
-			if n.cfg.Prefix.Contains(g) {
+			if n.cfg.Prefix.Contains(g) && !n.suspended {
 				return n
 			}
 		}

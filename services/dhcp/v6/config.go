@@ -44,6 +44,9 @@ type network struct {
 	dns   []net.IP
 	// dnsTLV is option 23 with dns, as written on every answer.
 	dnsTLV []byte
+	// suspended: nothing is answered for this network (config.Suspended),
+	// relayed or not; its pools and leases stay.
+	suspended bool
 }
 
 type compiled struct {
@@ -165,8 +168,11 @@ func (s *Server) reconfigureLocked(cfg config.Config) {
 				n.pool.Set(i)
 			}
 		}
+		_, n.suspended = cfg.Suspended[nc.Iface]
 		c.nets = append(c.nets, n)
-		c.byIface[nc.Iface] = n
+		if !n.suspended {
+			c.byIface[nc.Iface] = n
+		}
 	}
 	s.cur = c
 	s.tab.Each(func(l *lease.Lease) { s.take(l) })

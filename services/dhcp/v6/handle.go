@@ -86,7 +86,7 @@ func (s *Server) handleGeneral(iface string, peer *net.UDPAddr, data []byte) *Re
 	na, pd := iaReqs(msg)
 	if la, ok := netip.AddrFromSlice(linkAddr); ok && !la.IsUnspecified() {
 		for _, n := range x.c.nets {
-			if n.cfg.Prefix.Contains(la) {
+			if n.cfg.Prefix.Contains(la) && !n.suspended {
 				x.n = n
 			}
 		}
