@@ -37,9 +37,26 @@ var StatusGet = Define[None, Status](Meta{
 // State (leases, counters) is not configuration and is not exported.
 
 // ConfigDocuments are named configuration documents: file path to content.
+// A document that grows with the number of subscribers travels as an
+// object instead (Objects): its text is streamed into ConfigBucket by the
+// sender and read back as a stream by the receiver, so neither holds it
+// whole and no bus message carries it. The system service owns the
+// objects' lifetime (it deletes them once a backup or restore is done;
+// those a dead process left expire).
 type ConfigDocuments struct {
-	Documents map[string]string `json:"documents" doc:"file path (e.g. etc/plans.json) to the document's text (indented JSON)"`
+	Documents map[string]string       `json:"documents" doc:"file path (e.g. etc/plans.json) to the document's text (indented JSON)"`
+	Objects   map[string]ConfigObject `json:"objects,omitempty" doc:"file path to the object in ConfigBucket holding the document's text"`
 }
+
+// ConfigObject names a document's text in ConfigBucket.
+type ConfigObject struct {
+	Object string `json:"object"`
+	Bytes  int64  `json:"bytes"`
+}
+
+// ConfigBucket is the JetStream object store configuration documents
+// travel through as objects (ConfigDocuments.Objects).
+const ConfigBucket = "ROUTER_CONFIG_DOCS"
 
 // ConfigImported answers an owner's config.import: the documents it took.
 // A message is a problem: the restore reports it and rolls back.
@@ -62,10 +79,14 @@ type ConfigOwner struct {
 	// own that is absent leaves that area as it is. A document that does
 	// not parse or validate is a 400 naming it, and nothing changes.
 	Import Op[ConfigDocuments, ConfigImported]
+	// Streamed are the owner's paths it takes on import as objects
+	// (ConfigDocuments.Objects; the per-subscriber documents); its other
+	// paths come as text.
+	Streamed []string
 }
 
-func configOwner(service, paths string) ConfigOwner {
-	return ConfigOwner{Service: service,
+func configOwner(service, paths string, streamed ...string) ConfigOwner {
+	return ConfigOwner{Service: service, Streamed: streamed,
 		Export: Define[None, ConfigDocuments](Meta{
 			Service: service, Name: "config.export", Read: true,
 			Summary: "The service's configuration as named documents (" + paths + ") for saved versions, backup and restore.",
@@ -81,9 +102,9 @@ func configOwner(service, paths string) ConfigOwner {
 // them in (plans before the clients that name them, routes before what
 // depends on them).
 var (
-	SubscribersConfig = configOwner("subscribers", "etc/plans.json")
+	SubscribersConfig = configOwner("subscribers", "etc/plans.json, etc/clients.json", "etc/clients.json")
 	NetcfgConfig      = configOwner("netcfg", "etc/routes.json")
-	DHCPConfig        = configOwner("dhcp", "etc/dhcp.json, etc/dhcp-reservations.json")
+	DHCPConfig        = configOwner("dhcp", "etc/dhcp.json, etc/dhcp-reservations.json", "etc/dhcp-reservations.json")
 	RoutingConfig     = configOwner("routing", "etc/routing.json")
 	OLTRegistryConfig = configOwner("olt", "etc/olts.json")
 	ConfigOwners      = []ConfigOwner{SubscribersConfig, NetcfgConfig, DHCPConfig, FirewallConfig, CGNATConfig, RoutingConfig, OLTRegistryConfig}

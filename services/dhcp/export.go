@@ -5,11 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 
 	"routerd.dev/proto/api"
 	"routerd.dev/shared/apierr"
+	"routerd.dev/shared/docobj"
 	"routerd.dev/shared/store"
 )
 
@@ -34,11 +36,17 @@ func (s *Service) exportConfig(ctx context.Context, _ *api.None) (*api.ConfigDoc
 		}
 		text = buf.String() + "\n"
 	}
-	resv, err := s.exportReservations(ctx)
+	out := &api.ConfigDocuments{Documents: map[string]string{ConfigDocument: text}}
+	resv, obj, err := docobj.Render(ctx, s.d.NC, ReservationsDocument, func(w io.Writer) error { return s.renderReservations(ctx, w) })
 	if err != nil {
 		return nil, err
 	}
-	return &api.ConfigDocuments{Documents: map[string]string{ConfigDocument: text, ReservationsDocument: resv}}, nil
+	if obj != nil {
+		out.Objects = map[string]api.ConfigObject{ReservationsDocument: *obj}
+	} else {
+		out.Documents[ReservationsDocument] = resv
+	}
+	return out, nil
 }
 
 // importConfig stores etc/dhcp.json as /router/dhcp/config (dhcp.config.import;
@@ -47,14 +55,18 @@ func (s *Service) exportConfig(ctx context.Context, _ *api.None) (*api.ConfigDoc
 // nothing changes; without the document nothing changes.
 //
 // etc/dhcp-reservations.json follows, once the configuration is in force
-// (reservations are checked against the served networks).
+// (reservations are checked against the served networks), as text or as
+// an object of the document store (read as a stream).
 func (s *Service) importConfig(ctx context.Context, in *api.ConfigDocuments) (*api.ConfigImported, error) {
 	a, err := s.importEngineConfig(ctx, in)
 	if err != nil {
 		return nil, err
 	}
-	if text, ok := in.Documents[ReservationsDocument]; ok {
-		msg, err := s.importReservations(ctx, text)
+	if docobj.Has(in, ReservationsDocument) {
+		msg, err := s.importReservations(ctx, func() (io.ReadCloser, error) {
+			r, _, err := docobj.Reader(ctx, s.d.NC, in, ReservationsDocument)
+			return r, err
+		})
 		if err != nil {
 			return nil, err
 		}

@@ -3,35 +3,39 @@ package dhcp
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"strings"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"routerd.dev/services/dhcp/config"
 	"routerd.dev/shared/apierr"
+	"routerd.dev/shared/docobj"
 	"routerd.dev/shared/store"
 )
 
 // ReservationsDocument is the path of the reservations' configuration
 // document: every /router/dhcp/reservations/ key, clients by MAC and
-// fibre services by id, sorted.
+// fibre services by id, sorted. It grows with the subscribers (100,000 of
+// them are about 15 MB), so it is rendered and read a reservation at a
+// time, and travels as an object of the document store past
+// docobj.InlineMax (api.DHCPConfig streams it).
 const ReservationsDocument = "etc/dhcp-reservations.json"
-
-type reservationsDoc struct {
-	Clients  []config.Client  `json:"clients"`
-	Services []config.Service `json:"services"`
-}
 
 // resvBatch bounds the operations of one etcd transaction of an import
 // (etcd's default limit is 128).
 const resvBatch = 100
 
-// readReservations reads every reservation key, paged; records that do
-// not parse are a *store.BrokenError naming them.
-func (s *Service) readReservations(ctx context.Context) (reservationsDoc, map[string]bool, error) {
-	doc := reservationsDoc{Clients: []config.Client{}, Services: []config.Service{}}
-	keys := map[string]bool{}
+// renderReservations writes etc/dhcp-reservations.json to w from the
+// stored keys, paged at one revision (clients/ sorts before services/,
+// so one pass gives both arrays in order). Records that do not parse are
+// a *store.BrokenError naming them all, at the end.
+func (s *Service) renderReservations(ctx context.Context, w io.Writer) error {
+	aw := docobj.NewArrayWriter(w)
+	aw.Field("clients")
+	inServices := false
 	prefix := s.st.Key(ResvPrefix)
 	end := clientv3.GetPrefixRangeEnd(prefix)
 	var broken []string
@@ -43,27 +47,30 @@ func (s *Service) readReservations(ctx context.Context) (reservationsDoc, map[st
 		}
 		resp, err := s.d.KV.Get(ctx, key, opts...)
 		if err != nil {
-			return doc, nil, fmt.Errorf("dhcp: reading the reservations: %w", err)
+			return fmt.Errorf("dhcp: reading the reservations: %w", err)
 		}
 		rev = resp.Header.Revision
 		for _, kv := range resp.Kvs {
-			keys[string(kv.Key)] = true
 			k := strings.TrimPrefix(string(kv.Key), prefix)
-			var err error
+			var v any
 			switch {
 			case strings.HasPrefix(k, "clients/"):
-				var c config.Client
-				if err = json.Unmarshal(kv.Value, &c); err == nil {
-					doc.Clients = append(doc.Clients, c)
-				}
+				v = &config.Client{}
 			case strings.HasPrefix(k, "services/"):
-				var v config.Service
-				if err = json.Unmarshal(kv.Value, &v); err == nil {
-					doc.Services = append(doc.Services, v)
+				if !inServices {
+					aw.Field("services")
+					inServices = true
 				}
+				v = &config.Service{}
+			default:
+				continue
 			}
-			if err != nil {
+			if err := json.Unmarshal(kv.Value, v); err != nil {
 				broken = append(broken, string(kv.Key))
+				continue
+			}
+			if err := aw.Element(v); err != nil {
+				return err
 			}
 		}
 		if !resp.More || len(resp.Kvs) == 0 {
@@ -72,88 +79,161 @@ func (s *Service) readReservations(ctx context.Context) (reservationsDoc, map[st
 		key = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
 	}
 	if len(broken) > 0 {
-		return doc, nil, &store.BrokenError{Keys: broken}
+		return &store.BrokenError{Keys: broken}
 	}
-	return doc, keys, nil
+	if !inServices {
+		aw.Field("services")
+	}
+	return aw.Close()
 }
 
-func (s *Service) exportReservations(ctx context.Context) (string, error) {
-	doc, _, err := s.readReservations(ctx)
-	if err != nil {
-		return "", err
+// eachReservation decodes etc/dhcp-reservations.json from r one
+// reservation at a time, normalised and checked (a MAC and an IPv4
+// address per client, an id and an IPv4 address per service), and gives
+// each to fn with its key. A document that does not parse, or a
+// reservation that breaks a rule, is a 400.
+func (s *Service) eachReservation(r io.Reader, fn func(key string, v any) error) error {
+	ci, si := 0, 0
+	err := docobj.Elements(r, map[string]func(*json.Decoder) error{
+		"clients": func(dec *json.Decoder) error {
+			var c config.Client
+			if err := dec.Decode(&c); err != nil {
+				return err
+			}
+			mac, err := config.NormalizeMAC(c.MAC)
+			if err != nil || !c.IP.Is4() {
+				return apierr.Invalid("documents", "%s: client %d (%s): a MAC and an IPv4 address are required", ReservationsDocument, ci, c.MAC)
+			}
+			ci++
+			c.MAC = mac
+			return fn(s.st.Key(resvClients+mac), c)
+		},
+		"services": func(dec *json.Decoder) error {
+			var v config.Service
+			if err := dec.Decode(&v); err != nil {
+				return err
+			}
+			if v.ID == "" || !v.IPv4.Is4() {
+				return apierr.Invalid("documents", "%s: service %d (%s): an id and an IPv4 address are required", ReservationsDocument, si, v.ID)
+			}
+			si++
+			return fn(s.st.Key(resvServices+v.ID), v)
+		},
+	})
+	var ae *apierr.Error
+	if err != nil && !errors.As(err, &ae) {
+		return apierr.Invalid("documents", "%s does not parse: %v", ReservationsDocument, err).With("broken_data_files", []string{ReservationsDocument})
 	}
-	out, err := json.MarshalIndent(doc, "", "    ")
-	if err != nil {
-		return "", err
-	}
-	return string(out) + "\n", nil
+	return err
 }
 
 // importReservations makes the stored reservations exactly those of the
-// document: validated first (a bad one refuses the whole import, nothing
-// changes), then written in transactions of resvBatch operations, removals
-// first, and applied to the engine as a whole. A large document is
-// therefore not one transaction: a failure half way leaves part written,
-// and is reported as such.
-func (s *Service) importReservations(ctx context.Context, text string) (string, error) {
-	var doc reservationsDoc
-	dec := json.NewDecoder(strings.NewReader(text))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&doc); err != nil {
-		return "", apierr.Invalid("documents", "%s does not parse: %v", ReservationsDocument, err).With("broken_data_files", []string{ReservationsDocument})
-	}
-	want := map[string]any{}
-	for i, c := range doc.Clients {
-		mac, err := config.NormalizeMAC(c.MAC)
-		if err != nil || !c.IP.Is4() {
-			return "", apierr.Invalid("documents", "%s: client %d (%s): a MAC and an IPv4 address are required", ReservationsDocument, i, c.MAC)
-		}
-		doc.Clients[i].MAC = mac
-		want[s.st.Key(resvClients+mac)] = doc.Clients[i]
-	}
-	for i, v := range doc.Services {
-		if v.ID == "" || !v.IPv4.Is4() {
-			return "", apierr.Invalid("documents", "%s: service %d (%s): an id and an IPv4 address are required", ReservationsDocument, i, v.ID)
-		}
-		want[s.st.Key(resvServices+v.ID)] = v
-	}
-	_, have, err := s.readReservations(ctx)
+// document, read as a stream (open gives it afresh) and never held whole:
+// checked first in one pass (a bad one refuses the whole import, nothing
+// changes); then every reservation of the document written in
+// transactions of resvBatch operations, and every key not written since
+// (its revision older than the first write) deleted the same way; then
+// the engine reloads them from the store as at start. A large document
+// is therefore not one transaction: a failure half way leaves part
+// written, and is reported as such.
+func (s *Service) importReservations(ctx context.Context, open func() (io.ReadCloser, error)) (string, error) {
+	r, err := open()
 	if err != nil {
-		if _, broken := err.(*store.BrokenError); !broken {
-			return "", err
-		}
-		// Damaged records are replaced: list the keys alone.
-		have = map[string]bool{}
-		resp, gerr := s.d.KV.Get(ctx, s.st.Key(ResvPrefix), clientv3.WithPrefix(), clientv3.WithKeysOnly())
-		if gerr != nil {
-			return "", gerr
-		}
-		for _, kv := range resp.Kvs {
-			have[string(kv.Key)] = true
-		}
+		return "", err
 	}
-	var ops []func(*store.Txn)
-	for k := range have {
-		if _, ok := want[k]; !ok {
-			ops = append(ops, func(t *store.Txn) { t.Delete(k) })
-		}
+	err = s.eachReservation(r, func(string, any) error { return nil })
+	r.Close()
+	if err != nil {
+		return "", err
 	}
-	for k, v := range want {
-		ops = append(ops, func(t *store.Txn) { t.Put(k, v) })
+	// The revision before the writes: a key whose last write is no newer
+	// was not in the document.
+	g, err := s.d.KV.Get(ctx, s.st.Key(ResvPrefix), clientv3.WithCountOnly())
+	if err != nil {
+		return "", err
 	}
-	for i := 0; i < len(ops); i += resvBatch {
-		t := s.wst.Txn()
-		for _, op := range ops[i:min(i+resvBatch, len(ops))] {
-			op(t)
+	mark := g.Header.Revision
+	written := 0
+	t := s.wst.Txn()
+	ops := 0
+	commit := func(what string) error {
+		if ops == 0 {
+			return nil
 		}
 		if _, err := t.Commit(ctx); err != nil {
-			return "", apierr.Internal(err.Error(), "%s: %d of %d reservation changes stored before the store failed", ReservationsDocument, i, len(ops))
+			return apierr.Internal(err.Error(), "%s: %d reservations stored, then the store failed %s", ReservationsDocument, written, what)
 		}
+		written += ops
+		t, ops = s.wst.Txn(), 0
+		return nil
+	}
+	if r, err = open(); err != nil {
+		return "", err
+	}
+	err = s.eachReservation(r, func(key string, v any) error {
+		t.Put(key, v)
+		if ops++; ops == resvBatch {
+			return commit("writing them")
+		}
+		return nil
+	})
+	r.Close()
+	if err == nil {
+		err = commit("writing them")
+	}
+	if err != nil {
+		return "", err
+	}
+	removed, err := s.sweepReservations(ctx, mark)
+	if err != nil {
+		return "", apierr.Internal(err.Error(), "%s: all %d reservations stored, %d older ones removed, then the store failed", ReservationsDocument, written, removed)
 	}
 	if eng, err := s.engine(); err == nil {
-		if err := eng.SetReservations(doc.Clients, doc.Services); err != nil {
+		clients, services, _, _, err := readAllReservations(ctx, s.d.KV, s.st.Key(ResvPrefix), s.d.Log)
+		if err != nil {
+			return "", err
+		}
+		if err := eng.SetReservations(clients, services); err != nil {
 			return "stored, but the engine refused them as a whole: " + err.Error(), nil
 		}
 	}
 	return "", nil
+}
+
+// sweepReservations deletes, resvBatch at a time, every reservation key
+// last written at or before revision mark.
+func (s *Service) sweepReservations(ctx context.Context, mark int64) (int, error) {
+	prefix := s.st.Key(ResvPrefix)
+	end := clientv3.GetPrefixRangeEnd(prefix)
+	removed := 0
+	for key := prefix; ; {
+		resp, err := s.d.KV.Get(ctx, key, clientv3.WithRange(end), clientv3.WithLimit(loadPage), clientv3.WithKeysOnly())
+		if err != nil {
+			return removed, err
+		}
+		t, ops := s.wst.Txn(), 0
+		for _, kv := range resp.Kvs {
+			if kv.ModRevision > mark {
+				continue
+			}
+			t.Delete(string(kv.Key))
+			if ops++; ops == resvBatch {
+				if _, err := t.Commit(ctx); err != nil {
+					return removed, err
+				}
+				removed += ops
+				t, ops = s.wst.Txn(), 0
+			}
+		}
+		if ops > 0 {
+			if _, err := t.Commit(ctx); err != nil {
+				return removed, err
+			}
+			removed += ops
+		}
+		if !resp.More || len(resp.Kvs) == 0 {
+			return removed, nil
+		}
+		key = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+	}
 }

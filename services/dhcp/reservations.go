@@ -248,13 +248,36 @@ func (s *Service) loadReservationsAt(ctx context.Context, eng *Engine) (int64, e
 // DHCP rates it measures are those of reservations stored one key each.
 func LoadReservations(ctx context.Context, kv *clientv3.Client, prefix string, eng *Engine, log *slog.Logger) (int64, error) {
 	start := time.Now()
+	clients, services, rev, bad, err := readAllReservations(ctx, kv, prefix, log)
+	if err != nil {
+		return 0, err
+	}
+	if err := eng.SetReservations(clients, services); err != nil {
+		log.Warn("reservations refused as a whole; applying them one by one", "err", err)
+		_ = eng.SetReservations(nil, nil)
+		for _, c := range clients {
+			if _, err := eng.PutClient(c); err != nil {
+				bad++
+				log.Error("reservation refused; left out", "mac", c.MAC, "err", err)
+			}
+		}
+		for _, v := range services {
+			if _, err := eng.PutService(v); err != nil {
+				bad++
+				log.Error("reservation refused; left out", "service", v.ID, "err", err)
+			}
+		}
+	}
+	log.Info("reservations loaded", "clients", len(clients), "services", len(services), "refused", bad,
+		"took", time.Since(start).Round(time.Millisecond))
+	return rev, nil
+}
+
+// readAllReservations reads every reservation key under prefix in one
+// consistent snapshot; records that do not parse are logged, counted in
+// bad and left out.
+func readAllReservations(ctx context.Context, kv *clientv3.Client, prefix string, log *slog.Logger) (clients []config.Client, services []config.Service, rev int64, bad int, err error) {
 	end := clientv3.GetPrefixRangeEnd(prefix)
-	var (
-		clients  []config.Client
-		services []config.Service
-		rev      int64
-		bad      int
-	)
 	for key := prefix; ; {
 		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(loadPage)}
 		if rev != 0 {
@@ -262,7 +285,7 @@ func LoadReservations(ctx context.Context, kv *clientv3.Client, prefix string, e
 		}
 		resp, err := kv.Get(ctx, key, opts...)
 		if err != nil {
-			return 0, fmt.Errorf("reading the reservations: %w", err)
+			return nil, nil, 0, 0, fmt.Errorf("reading the reservations: %w", err)
 		}
 		if rev == 0 {
 			rev = resp.Header.Revision
@@ -293,25 +316,7 @@ func LoadReservations(ctx context.Context, kv *clientv3.Client, prefix string, e
 		}
 		key = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
 	}
-	if err := eng.SetReservations(clients, services); err != nil {
-		log.Warn("reservations refused as a whole; applying them one by one", "err", err)
-		_ = eng.SetReservations(nil, nil)
-		for _, c := range clients {
-			if _, err := eng.PutClient(c); err != nil {
-				bad++
-				log.Error("reservation refused; left out", "mac", c.MAC, "err", err)
-			}
-		}
-		for _, v := range services {
-			if _, err := eng.PutService(v); err != nil {
-				bad++
-				log.Error("reservation refused; left out", "service", v.ID, "err", err)
-			}
-		}
-	}
-	log.Info("reservations loaded", "clients", len(clients), "services", len(services), "refused", bad,
-		"took", time.Since(start).Round(time.Millisecond))
-	return rev, nil
+	return clients, services, rev, bad, nil
 }
 
 // watchReservations applies every change under the reservations prefix

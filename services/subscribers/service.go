@@ -7,6 +7,7 @@ package subscribers
 import (
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	"routerd.dev/services/subscribers/client"
 	"routerd.dev/services/subscribers/plan"
 	"routerd.dev/shared/bus"
+	"routerd.dev/shared/docobj"
 	"routerd.dev/shared/netns"
 	"routerd.dev/shared/store"
 )
@@ -219,33 +221,45 @@ func (s *Service) Endpoints() []bus.Endpoint {
 }
 
 // exportDocs is subscribers.config.export: etc/plans.json and, when there
-// are clients, etc/clients.json.
+// are clients, etc/clients.json (as an object of the document store past
+// docobj.InlineMax: never whole in memory).
 func (s *Service) exportDocs(ctx context.Context, in *api.None) (*api.ConfigDocuments, error) {
 	d, err := s.plans.Export(ctx, in)
 	if err != nil {
 		return nil, err
 	}
-	text, n, err := s.clients.Export(ctx)
+	var n int
+	text, obj, err := docobj.Render(ctx, s.deps.NC, client.Document, func(w io.Writer) (err error) {
+		n, err = s.clients.Render(ctx, w)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
 	// Left out while there is no client (the owners' tests expect their
 	// document sets; a restore of a version without it keeps the clients).
-	if n > 0 {
+	switch {
+	case obj != nil:
+		d.Objects = map[string]api.ConfigObject{client.Document: *obj}
+	case n > 0:
 		d.Documents[client.Document] = text
 	}
 	return d, nil
 }
 
-// importDocs is subscribers.config.import. With etc/clients.json, both
+// importDocs is subscribers.config.import. With etc/clients.json (text or
+// an object, read as a stream: one client in memory at a time), both
 // documents are checked first (each client's plan must be in the plans
-// brought in, or stored when no etc/plans.json comes), then the clients are
-// removed, the plans replaced and the clients stored in transactions of
-// 100 operations (not one transaction: a failure half way says how far it
-// got); their effects follow by a reconcile with every owner.
+// brought in, or stored when no etc/plans.json comes), then the clients
+// are removed, the plans replaced and the clients stored in transactions
+// of 100 operations (not one transaction: a failure half way says how far
+// it got); their effects follow by a reconcile with every owner.
 func (s *Service) importDocs(ctx context.Context, in *api.ConfigDocuments) (*api.ConfigImported, error) {
-	ctext, ok := in.Documents[client.Document]
-	if !ok {
+	open := func() (io.ReadCloser, error) {
+		r, _, err := docobj.Reader(ctx, s.deps.NC, in, client.Document)
+		return r, err
+	}
+	if !docobj.Has(in, client.Document) {
 		return s.plans.Import(ctx, in)
 	}
 	var names map[string]bool
@@ -265,7 +279,12 @@ func (s *Service) importDocs(ctx context.Context, in *api.ConfigDocuments) (*api
 			names[p.Name] = true
 		}
 	}
-	clients, err := client.ParseDocument(ctext, names)
+	r, err := open()
+	if err != nil {
+		return nil, err
+	}
+	err = client.EachInDocument(r, names, func(*api.Client) error { return nil })
+	r.Close()
 	if err != nil {
 		return nil, err
 	}
@@ -276,7 +295,12 @@ func (s *Service) importDocs(ctx context.Context, in *api.ConfigDocuments) (*api
 	if err != nil {
 		return nil, err
 	}
-	if err := s.clients.Load(ctx, clients); err != nil {
+	if r, err = open(); err != nil {
+		return nil, err
+	}
+	err = s.clients.LoadDocument(ctx, r)
+	r.Close()
+	if err != nil {
 		return nil, err
 	}
 	out.Documents = append(out.Documents, client.Document)

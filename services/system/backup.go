@@ -4,10 +4,13 @@ import (
 	"archive/tar"
 	"compress/gzip"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
@@ -24,6 +27,7 @@ import (
 	"routerd.dev/services/system/versions"
 	"routerd.dev/shared/apierr"
 	"routerd.dev/shared/bus"
+	"routerd.dev/shared/docobj"
 	"routerd.dev/shared/version"
 )
 
@@ -32,9 +36,10 @@ const (
 	// MaxArchive bounds the archive POST /restore reads.
 	MaxArchive = 256 << 20
 	// MaxDocuments bounds the configuration documents it brings in, all
-	// together: they are held in memory and sent to their owners on the
-	// bus (through its object store past one message). 100,000 MAC
-	// clients with their reservations are about 40 MB of documents.
+	// together. The large ones are not held in memory (they go to their
+	// owners as objects of the document store, docobj); the bound keeps
+	// an archive from filling the store. 100,000 MAC clients with their
+	// reservations are about 60 MB of documents.
 	MaxDocuments = 128 << 20
 )
 
@@ -47,9 +52,11 @@ type Manifest struct {
 	Digest        string `json:"digest" doc:"confdoc.Digest of etc/"`
 }
 
-// writeArchive writes a .tar.gz of the documents under etc/ and, when
-// snapshot is not nil, data/etcd.snapshot and data/manifest.json.
-func writeArchive(w io.Writer, docs confdoc.Docs, snapshot io.Reader, m Manifest) error {
+// writeArchive writes a .tar.gz of the documents under etc/, each
+// streamed from its source, and, when snapshot is not nil,
+// data/etcd.snapshot and data/manifest.json (m with the documents' count
+// and digest, computed as they pass).
+func writeArchive(w io.Writer, docs []confdoc.Source, snapshot io.Reader, m Manifest) error {
 	gz := gzip.NewWriter(w)
 	tw := tar.NewWriter(gz)
 	now := time.Now()
@@ -65,10 +72,23 @@ func writeArchive(w io.Writer, docs confdoc.Docs, snapshot io.Reader, m Manifest
 			return err
 		}
 	}
-	for _, p := range confdoc.Paths(docs) {
-		if err := file(p, []byte(docs[p])); err != nil {
+	digest := sha256.New() // confdoc.Digest, as the documents pass
+	for _, d := range docs {
+		if err := tw.WriteHeader(&tar.Header{Name: d.Path, Mode: 0o600, Size: d.Bytes, ModTime: now, Typeflag: tar.TypeReg}); err != nil {
 			return err
 		}
+		r, err := d.Open()
+		if err != nil {
+			return fmt.Errorf("%s: %w", d.Path, err)
+		}
+		io.WriteString(digest, d.Path)
+		digest.Write([]byte{0})
+		_, err = io.Copy(io.MultiWriter(tw, digest), r)
+		r.Close()
+		if err != nil {
+			return fmt.Errorf("%s: %w", d.Path, err)
+		}
+		digest.Write([]byte{0})
 	}
 	if snapshot != nil {
 		// The snapshot's size is known only once read: spool it to a
@@ -92,6 +112,7 @@ func writeArchive(w io.Writer, docs confdoc.Docs, snapshot io.Reader, m Manifest
 		if _, err := io.Copy(tw, tmp); err != nil {
 			return err
 		}
+		m.Documents, m.Digest = len(docs), hex.EncodeToString(digest.Sum(nil))
 		mj, _ := json.MarshalIndent(m, "", "    ")
 		if err := file("data/manifest.json", append(mj, '\n')); err != nil {
 			return err
@@ -105,7 +126,7 @@ func writeArchive(w io.Writer, docs confdoc.Docs, snapshot io.Reader, m Manifest
 
 // backup answers GET /backup with the archive (a raw answer: not JSON).
 func (s *Service) backup(ctx context.Context, _ *pb.Request) (int, any, error) {
-	docs, err := s.running(ctx)
+	set, err := s.collect(ctx)
 	if err != nil {
 		ae := apierr.From(err)
 		if _, broken := ae.Fields["broken_data_files"]; broken || ae.Kind == apierr.KindUnavailable {
@@ -113,6 +134,8 @@ func (s *Service) backup(ctx context.Context, _ *pb.Request) (int, any, error) {
 		}
 		return 0, nil, apierr.Internal(ae.Message, "backup failed: the configuration documents could not be gathered")
 	}
+	defer s.release(ctx, set)
+	docs := s.sources(ctx, set)
 	// A revision read just before the snapshot: the snapshot is the whole
 	// database at one revision (at least this one).
 	rev := int64(0)
@@ -134,8 +157,7 @@ func (s *Service) backup(ctx context.Context, _ *pb.Request) (int, any, error) {
 	// chunks as it is made: never whole in memory, never one bus message.
 	pr, pw := io.Pipe()
 	go func() {
-		pw.CloseWithError(writeArchive(pw, docs, snap, Manifest{Created: now.Format(time.RFC3339), RouterVersion: version.Version,
-			Revision: rev, Documents: len(docs), Digest: confdoc.Digest(docs)}))
+		pw.CloseWithError(writeArchive(pw, docs, snap, Manifest{Created: now.Format(time.RFC3339), RouterVersion: version.Version, Revision: rev}))
 	}()
 	object := name + "." + api.OriginOf(ctx).RequestID
 	info, err := obs.Put(ctx, jetstream.ObjectMeta{Name: object}, pr)
@@ -163,32 +185,40 @@ func archiveStore(ctx context.Context, nc *nats.Conn) (jetstream.ObjectStore, er
 	})
 }
 
-// readArchive validates an archive on the router and returns its
-// configuration documents (etc/*). Every failure is the caller's: a 400
-// naming file.
-func readArchive(file string) (confdoc.Docs, error) {
+// readArchive validates an archive on the router and brings its
+// configuration documents (etc/*) into a set: each streamed from the
+// archive, as text when small, else into an object of the document store
+// (docobj.Render). Every failure of the archive is the caller's: a 400
+// naming file, and nothing is left behind.
+func (s *Service) readArchive(ctx context.Context, file string) (set docSet, err error) {
 	bad := func(format string, a ...any) error { return apierr.Invalid("file", format, a...) }
 	fi, err := os.Stat(file)
 	switch {
 	case err != nil:
-		return nil, bad("file %s not found on the router", file)
+		return set, bad("file %s not found on the router", file)
 	case !fi.Mode().IsRegular():
-		return nil, bad("%s is not a regular file", file)
+		return set, bad("%s is not a regular file", file)
 	case fi.Size() > MaxArchive:
-		return nil, bad("%s is %d bytes; at most %d", file, fi.Size(), MaxArchive)
+		return set, bad("%s is %d bytes; at most %d", file, fi.Size(), MaxArchive)
 	}
 	f, err := os.Open(file)
 	if err != nil {
-		return nil, bad("cannot open %s: %v", file, err)
+		return set, bad("cannot open %s: %v", file, err)
 	}
 	defer f.Close()
 	gz, err := gzip.NewReader(f)
 	if err != nil {
-		return nil, bad("%s is not a valid tar.gz: %v", file, err)
+		return set, bad("%s is not a valid tar.gz: %v", file, err)
 	}
+	set = docSet{text: confdoc.Docs{}, objs: map[string]api.ConfigObject{}}
+	defer func() {
+		if err != nil {
+			s.release(ctx, set)
+			set = docSet{}
+		}
+	}()
 	tr := tar.NewReader(io.LimitReader(gz, 4*MaxArchive))
-	docs := confdoc.Docs{}
-	total := 0
+	var total int64
 	entries := 0
 	for {
 		h, err := tr.Next()
@@ -196,70 +226,98 @@ func readArchive(file string) (confdoc.Docs, error) {
 			break
 		}
 		if err != nil {
-			return nil, bad("%s is not a valid tar.gz: %v", file, err)
+			return set, bad("%s is not a valid tar.gz: %v", file, err)
 		}
 		entries++
 		name := h.Name
 		clean := path.Clean(strings.TrimPrefix(name, "./"))
 		if path.IsAbs(name) || clean == ".." || strings.HasPrefix(clean, "../") || strings.Contains(name, "\\") {
-			return nil, bad("%s holds %q, a path outside its directory", file, name)
+			return set, bad("%s holds %q, a path outside its directory", file, name)
 		}
 		top, _, _ := strings.Cut(clean, "/")
 		if top != "etc" && top != "data" {
-			return nil, bad("%s holds %q: an archive holds only etc/ and data/", file, name)
+			return set, bad("%s holds %q: an archive holds only etc/ and data/", file, name)
 		}
 		switch h.Typeflag {
 		case tar.TypeDir:
 			continue
 		case tar.TypeReg:
 		default:
-			return nil, bad("%s holds %q, which is not a regular file (links are refused)", file, name)
+			return set, bad("%s holds %q, which is not a regular file (links are refused)", file, name)
 		}
 		if top != "etc" {
 			continue
 		}
-		if h.Size > MaxDocuments || total+int(h.Size) > MaxDocuments {
-			return nil, bad("%s: the configuration documents exceed %d bytes", file, MaxDocuments)
+		if _, dup := set.text[clean]; dup {
+			return set, bad("%s holds %s twice", file, clean)
 		}
-		b, err := io.ReadAll(tr)
+		if _, dup := set.objs[clean]; dup {
+			return set, bad("%s holds %s twice", file, clean)
+		}
+		if h.Size > MaxDocuments || total+h.Size > MaxDocuments {
+			return set, bad("%s: the configuration documents exceed %d bytes", file, MaxDocuments)
+		}
+		total += h.Size
+		var readErr error
+		text, obj, err := docobj.Render(ctx, s.deps.NC, clean, func(w io.Writer) error {
+			_, readErr = io.Copy(w, tr)
+			return readErr
+		})
+		if readErr != nil {
+			return set, bad("%s is not a valid tar.gz: %v", file, readErr)
+		}
 		if err != nil {
-			return nil, bad("%s is not a valid tar.gz: %v", file, err)
+			return set, apierr.Internal(err.Error(), "restore failed: %s could not be put in the document store of the bus", clean)
 		}
-		total += len(b)
-		docs[clean] = string(b)
+		if obj != nil {
+			set.objs[clean] = *obj
+		} else {
+			set.text[clean] = text
+		}
 	}
 	if entries == 0 {
-		return nil, bad("%s is an empty archive", file)
+		return set, bad("%s is an empty archive", file)
 	}
-	if len(docs) == 0 {
-		return nil, bad("%s holds no configuration documents (etc/)", file)
+	if len(set.text)+len(set.objs) == 0 {
+		return set, bad("%s holds no configuration documents (etc/)", file)
 	}
-	return docs, nil
+	return set, nil
 }
 
-// restore brings an archive's documents in through their owners.
-func (s *Service) restore(ctx context.Context, in *api.RestoreRequest) (*api.RestoreAnswer, error) {
-	docs, err := readArchive(in.File)
-	if err != nil {
-		return nil, err
+// request is what every owner is sent to import set: the documents as
+// text, and as objects those an owner streams (ConfigOwner.Streamed); an
+// object of another path (a document past docobj.InlineMax that its owner
+// takes as text) is read whole into the text, as the bus carried it
+// before.
+func (s *Service) request(ctx context.Context, set docSet) (*api.ConfigDocuments, error) {
+	streamed := map[string]bool{}
+	for _, o := range s.owners {
+		for _, p := range o.Streamed {
+			streamed[p] = true
+		}
 	}
-	before, err := s.running(ctx)
-	var undo *versions.Record
-	if err == nil {
-		undo, err = s.versions.Save(ctx, before, savedBy(ctx), "before restore of "+filepath.Base(in.File), true)
+	req := &api.ConfigDocuments{Documents: maps.Clone(set.text), Objects: map[string]api.ConfigObject{}}
+	for p, o := range set.objs {
+		if streamed[p] {
+			req.Objects[p] = o
+			continue
+		}
+		t, err := docobj.Text(ctx, s.deps.NC, o)
+		if err != nil {
+			return nil, err
+		}
+		req.Documents[p] = t
 	}
-	if err != nil {
-		ae := apierr.From(err)
-		return nil, ae.With("next", "nothing was changed: the running configuration could not be saved first; fix that, then restore again")
-	}
-	a := &api.RestoreAnswer{Documents: []string{}, UndoVersion: undo.ID}
-	if a.UndoFile, err = s.writeUndo(ctx, undo.ID); err != nil {
-		s.deps.Log.Warn("restore: undo archive not written", "version", undo.ID, "err", err)
-	}
+	return req, nil
+}
+
+// importAll sends req to every owner in restore order: the paths taken
+// and the owners' failures.
+func (s *Service) importAll(ctx context.Context, req *api.ConfigDocuments) (map[string]bool, []string) {
 	taken := map[string]bool{}
 	var failures []string
 	for _, o := range s.owners {
-		res, err := bus.Invoke(ctx, s.deps.NC, o.Import, &api.ConfigDocuments{Documents: docs})
+		res, err := bus.Invoke(ctx, s.deps.NC, o.Import, req)
 		if err != nil {
 			failures = append(failures, fmt.Sprintf("%s: %v", o.Service, err))
 			continue
@@ -271,8 +329,40 @@ func (s *Service) restore(ctx context.Context, in *api.RestoreRequest) (*api.Res
 			failures = append(failures, fmt.Sprintf("%s: %s", o.Service, res.Message))
 		}
 	}
+	return taken, failures
+}
+
+// restore brings an archive's documents in through their owners.
+func (s *Service) restore(ctx context.Context, in *api.RestoreRequest) (*api.RestoreAnswer, error) {
+	docs, err := s.readArchive(ctx, in.File)
+	if err != nil {
+		return nil, err
+	}
+	defer s.release(ctx, docs)
+	before, err := s.collect(ctx)
+	var undo *versions.Record
+	if err == nil {
+		defer s.release(ctx, before)
+		undo, err = s.versions.SaveSources(ctx, s.sources(ctx, before), savedBy(ctx), "before restore of "+filepath.Base(in.File), true)
+	}
+	if err != nil {
+		ae := apierr.From(err)
+		return nil, ae.With("next", "nothing was changed: the running configuration could not be saved first; fix that, then restore again")
+	}
+	a := &api.RestoreAnswer{Documents: []string{}, UndoVersion: undo.ID}
+	if a.UndoFile, err = s.writeUndo(ctx, undo.ID); err != nil {
+		s.deps.Log.Warn("restore: undo archive not written", "version", undo.ID, "err", err)
+	}
+	var taken map[string]bool
+	var failures []string
+	req, err := s.request(ctx, docs)
+	if err != nil {
+		failures = append(failures, "the archive's documents could not be read back: "+err.Error())
+	} else {
+		taken, failures = s.importAll(ctx, req)
+	}
 	var left []string
-	for _, p := range confdoc.Paths(docs) {
+	for _, p := range docs.paths() {
 		if taken[p] {
 			a.Documents = append(a.Documents, p)
 		} else {
@@ -286,10 +376,11 @@ func (s *Service) restore(ctx context.Context, in *api.RestoreRequest) (*api.Res
 		// A restore is all or nothing: what some owners took is undone by
 		// bringing the configuration before it back into every owner.
 		var backErr []string
-		for _, o := range s.owners {
-			if _, err := bus.Invoke(context.WithoutCancel(ctx), s.deps.NC, o.Import, &api.ConfigDocuments{Documents: before}); err != nil {
-				backErr = append(backErr, fmt.Sprintf("%s: %v", o.Service, err))
-			}
+		back, err := s.request(context.WithoutCancel(ctx), before)
+		if err != nil {
+			backErr = append(backErr, err.Error())
+		} else {
+			_, backErr = s.importAll(context.WithoutCancel(ctx), back)
 		}
 		next := fmt.Sprintf("nothing was changed: the configuration before the restore (version %d) was brought back", undo.ID)
 		if len(backErr) > 0 {
@@ -317,10 +408,6 @@ func (s *Service) writeUndo(ctx context.Context, id int64) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	docs, err := s.versions.Documents(ctx, rec)
-	if err != nil {
-		return "", err
-	}
 	dir := filepath.Join(s.deps.StateDir, "backups")
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return "", err
@@ -330,8 +417,9 @@ func (s *Service) writeUndo(ctx context.Context, id int64) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if err := writeArchive(f, docs, nil, Manifest{}); err != nil {
+	if err := writeArchive(f, s.versions.Sources(ctx, rec), nil, Manifest{}); err != nil {
 		f.Close()
+		os.Remove(name + ".tmp")
 		return "", err
 	}
 	if err := f.Close(); err != nil {

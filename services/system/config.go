@@ -3,6 +3,8 @@ package system
 import (
 	"context"
 	"fmt"
+	"io"
+	"maps"
 	"sort"
 	"strconv"
 	"sync"
@@ -13,17 +15,71 @@ import (
 	"routerd.dev/services/system/versions"
 	"routerd.dev/shared/apierr"
 	"routerd.dev/shared/bus"
+	"routerd.dev/shared/docobj"
 )
 
 // exportTimeout bounds the question to each owner for its documents.
 const exportTimeout = 10 * time.Second
 
-// running gathers the running configuration: every owner's documents,
+// docSet is a configuration as its owners gave it: documents as text,
+// and those that grow with the subscribers (etc/clients.json,
+// etc/dhcp-reservations.json past docobj.InlineMax) as objects of the
+// bus's document store, read as streams and never held whole.
+type docSet struct {
+	text confdoc.Docs
+	objs map[string]api.ConfigObject
+}
+
+// paths are the set's paths, sorted.
+func (d docSet) paths() []string {
+	out := confdoc.Paths(d.text)
+	for p := range d.objs {
+		out = append(out, p)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// sources are the set's documents as streams, in path order.
+func (s *Service) sources(ctx context.Context, d docSet) []confdoc.Source {
+	out := confdoc.TextSources(d.text)
+	for p, o := range d.objs {
+		out = append(out, confdoc.Source{Path: p, Bytes: o.Bytes, Open: func() (io.ReadCloser, error) {
+			return docobj.Open(ctx, s.deps.NC, o)
+		}})
+	}
+	confdoc.SortSources(out)
+	return out
+}
+
+// release deletes the set's objects (they expire otherwise).
+func (s *Service) release(ctx context.Context, d docSet) {
+	docobj.Delete(context.WithoutCancel(ctx), s.deps.NC, d.objs)
+}
+
+// running gathers the running configuration whole: for what compares
+// texts (config-status, config-diff).
+func (s *Service) running(ctx context.Context) (confdoc.Docs, error) {
+	set, err := s.collect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer s.release(ctx, set)
+	docs := maps.Clone(set.text)
+	for p, o := range set.objs {
+		if docs[p], err = docobj.Text(ctx, s.deps.NC, o); err != nil {
+			return nil, err
+		}
+	}
+	return docs, nil
+}
+
+// collect gathers the running configuration: every owner's documents,
 // asked concurrently. An owner that does not answer makes it a 503 naming
 // the service (a configuration with an area missing is not the running
 // one); stored records that do not parse, in any owner, a 500 listing them
-// all in broken_data_files.
-func (s *Service) running(ctx context.Context) (confdoc.Docs, error) {
+// all in broken_data_files. The caller releases the set.
+func (s *Service) collect(ctx context.Context) (docSet, error) {
 	type answer struct {
 		owner api.ConfigOwner
 		docs  *api.ConfigDocuments
@@ -42,7 +98,7 @@ func (s *Service) running(ctx context.Context) (confdoc.Docs, error) {
 		}()
 	}
 	wg.Wait()
-	docs := confdoc.Docs{}
+	set := docSet{text: confdoc.Docs{}, objs: map[string]api.ConfigObject{}}
 	var broken []string
 	var first error
 	for _, a := range answers {
@@ -62,20 +118,37 @@ func (s *Service) running(ctx context.Context) (confdoc.Docs, error) {
 			continue
 		}
 		for p, c := range a.docs.Documents {
-			if _, dup := docs[p]; dup {
-				return nil, apierr.Internal("", "configuration document %s claimed by two services", p)
+			if _, dup := set.text[p]; dup {
+				first = twice(first, p)
 			}
-			docs[p] = c
+			set.text[p] = c
+		}
+		for p, o := range a.docs.Objects {
+			if _, dup := set.objs[p]; dup || set.text[p] != "" {
+				first = twice(first, p)
+				docobj.Delete(context.WithoutCancel(ctx), s.deps.NC, map[string]api.ConfigObject{p: o})
+				continue
+			}
+			set.objs[p] = o
 		}
 	}
 	if len(broken) > 0 {
 		sort.Strings(broken)
-		return nil, apierr.Broken(broken)
+		first = apierr.Broken(broken)
 	}
 	if first != nil {
-		return nil, first
+		s.release(ctx, set)
+		return docSet{}, first
 	}
-	return docs, nil
+	return set, nil
+}
+
+// twice is the error of a path two owners give, unless there is one.
+func twice(first error, p string) error {
+	if first != nil {
+		return first
+	}
+	return apierr.Internal("", "configuration document %s claimed by two services", p)
 }
 
 func toStrings(v any) []string {
@@ -142,13 +215,15 @@ func (s *Service) configVersions(ctx context.Context, in *api.ConfigVersionsRequ
 	return out, nil
 }
 
-// save stores the running configuration as a new version.
+// save stores the running configuration as a new version, its documents
+// streamed from their owners into the version's blobs.
 func (s *Service) save(ctx context.Context, comment string, auto bool) (*versions.Record, error) {
-	run, err := s.running(ctx)
+	set, err := s.collect(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return s.versions.Save(ctx, run, savedBy(ctx), comment, auto)
+	defer s.release(ctx, set)
+	return s.versions.SaveSources(ctx, s.sources(ctx, set), savedBy(ctx), comment, auto)
 }
 
 func (s *Service) configSave(ctx context.Context, in *api.ConfigSaveRequest) (*api.ConfigSaveAnswer, error) {

@@ -3,7 +3,10 @@ package client
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"hash/maphash"
+	"io"
 	"net/netip"
 	"regexp"
 	"strings"
@@ -12,86 +15,93 @@ import (
 
 	"routerd.dev/proto/api"
 	"routerd.dev/shared/apierr"
+	"routerd.dev/shared/docobj"
 )
 
 // Document is the path of the clients' configuration document.
 const Document = "etc/clients.json"
 
-type document struct {
-	Clients []api.Client `json:"clients"`
-}
-
-// Export renders every client, in MAC order, as etc/clients.json.
-func (b *Book) Export(ctx context.Context) (string, int, error) {
-	doc := document{Clients: []api.Client{}}
-	if err := b.each(ctx, func(c *api.Client) error { doc.Clients = append(doc.Clients, *c); return nil }); err != nil {
-		return "", 0, err
+// Render writes every client, in MAC order, as etc/clients.json to w, a
+// page at a time (never the whole document in memory), and returns how
+// many it wrote.
+func (b *Book) Render(ctx context.Context, w io.Writer) (int, error) {
+	aw := docobj.NewArrayWriter(w)
+	aw.Field("clients")
+	n := 0
+	if err := b.each(ctx, func(c *api.Client) error { n++; return aw.Element(c) }); err != nil {
+		return 0, err
 	}
-	out, err := json.MarshalIndent(doc, "", "    ")
-	if err != nil {
-		return "", 0, err
-	}
-	return string(out) + "\n", len(doc.Clients), nil
+	return n, aw.Close()
 }
 
 var hostnameRule = regexp.MustCompile(`^[A-Za-z0-9.-]{1,63}$`)
 
-// ParseDocument reads etc/clients.json and checks every client against the
-// rules of POST /clients that do not need the router's networks (those
-// are taken as stored), and that plans (a nil plans accepts any) has each
-// plan named. A broken rule is a 400 naming the document.
-func ParseDocument(text string, plans map[string]bool) ([]api.Client, error) {
-	var doc document
-	dec := json.NewDecoder(strings.NewReader(text))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&doc); err != nil {
-		return nil, apierr.Invalid("documents", "%s does not parse: %v", Document, err).With("broken_data_files", []string{Document})
+// EachInDocument reads etc/clients.json from r one client at a time and
+// checks each against the rules of POST /clients that do not need the
+// router's networks (those are taken as stored), that plans (a nil plans
+// accepts any) has each plan named, and that no address or hostname is
+// held twice; fn gets each client, normalised. A broken rule is a 400
+// naming the document. Only fingerprints of the addresses seen are kept
+// (8 bytes each; two different ones sharing a fingerprint, about one
+// chance in 10^9 at 100,000 clients, would be refused as a duplicate).
+func EachInDocument(r io.Reader, plans map[string]bool, fn func(c *api.Client) error) error {
+	seed := maphash.MakeSeed()
+	seen := map[uint64]int{}
+	i := 0
+	bad := func(f string, a ...any) error {
+		return apierr.Invalid("documents", "%s: client %d: %s", Document, i, fmt.Sprintf(f, a...))
 	}
-	seen := map[string]string{}
-	bad := func(i int, f string, a ...any) error {
-		return apierr.Invalid("documents", "%s: client %d: %s", Document, i+1, fmt.Sprintf(f, a...))
-	}
-	for i := range doc.Clients {
-		c := &doc.Clients[i]
+	err := docobj.Elements(r, map[string]func(*json.Decoder) error{"clients": func(dec *json.Decoder) error {
+		var c api.Client
+		if err := dec.Decode(&c); err != nil {
+			return err
+		}
+		i++
 		mac, err := NormalizeMAC(c.MAC)
 		if err != nil {
-			return nil, bad(i, "%v", err)
+			return bad("%v", err)
 		}
 		c.MAC = mac
 		ip, err := netip.ParseAddr(c.IP)
 		if err != nil || !ip.Is4() {
-			return nil, bad(i, "invalid ip %q", c.IP)
+			return bad("invalid ip %q", c.IP)
 		}
 		c.IP = ip.String()
 		if c.IPv6 != nil {
 			a, ok := canon6(*c.IPv6)
 			if !ok {
-				return nil, bad(i, "invalid ipv6 %q", *c.IPv6)
+				return bad("invalid ipv6 %q", *c.IPv6)
 			}
 			c.IPv6 = &a
 		}
 		if !hostnameRule.MatchString(c.Hostname) {
-			return nil, bad(i, "invalid hostname %q", c.Hostname)
+			return bad("invalid hostname %q", c.Hostname)
 		}
 		if c.Plan != nil && plans != nil && !plans[*c.Plan] {
-			return nil, bad(i, "no plan %s", *c.Plan)
+			return bad("no plan %s", *c.Plan)
 		}
 		if c.Expires != nil {
 			if _, ok := Deadline(*c.Expires); !ok {
-				return nil, bad(i, "unreadable expires %q", *c.Expires)
+				return bad("unreadable expires %q", *c.Expires)
 			}
 		}
 		for _, u := range []string{"mac " + c.MAC, "ip " + c.IP, "ipv6 " + str(c.IPv6), "hostname " + strings.ToLower(c.Hostname)} {
 			if strings.HasSuffix(u, " ") {
 				continue
 			}
-			if o, ok := seen[u]; ok {
-				return nil, bad(i, "%s also held by %s", u, o)
+			h := maphash.String(seed, u)
+			if o, ok := seen[h]; ok {
+				return bad("%s also held by client %d", u, o)
 			}
-			seen[u] = c.MAC
+			seen[h] = i
 		}
+		return fn(&c)
+	}})
+	var ae *apierr.Error
+	if err != nil && !errors.As(err, &ae) {
+		return apierr.Invalid("documents", "%s does not parse: %v", Document, err).With("broken_data_files", []string{Document})
 	}
-	return doc.Clients, nil
+	return err
 }
 
 // Wipe removes every client and index key in one transaction (the
@@ -108,34 +118,64 @@ func (b *Book) Wipe(ctx context.Context) error {
 // operations; a failure half way says how far it got. The effects follow
 // with the next Reconcile.
 func (b *Book) Load(ctx context.Context, clients []api.Client) error {
-	var ops []clientv3.Op
-	done := 0
-	flush := func() error {
-		if len(ops) == 0 {
-			return nil
-		}
-		if _, err := b.d.St.Client().Txn(ctx).Then(ops...).Commit(); err != nil {
-			return apierr.Internal(err.Error(), "%s: %d of %d clients stored, then the store failed", Document, done, len(clients))
-		}
-		ops = ops[:0]
-		return nil
-	}
+	l := b.loader(ctx)
 	for i := range clients {
-		c := &clients[i]
-		raw, err := jsonOf(c)
-		if err != nil {
+		if err := l.add(&clients[i]); err != nil {
 			return err
 		}
-		if len(ops)+7 > 100 {
-			if err := flush(); err != nil {
-				return err
-			}
-			done = i
-		}
-		ops = append(ops, clientv3.OpPut(b.k.client(c.MAC), raw))
-		for k, v := range b.indexes(c) {
-			ops = append(ops, clientv3.OpPut(k, v))
+	}
+	return l.flush()
+}
+
+// LoadDocument stores the clients of etc/clients.json read from r (after
+// Wipe; checked before with EachInDocument) as Load does, one client in
+// memory at a time.
+func (b *Book) LoadDocument(ctx context.Context, r io.Reader) error {
+	l := b.loader(ctx)
+	if err := EachInDocument(r, nil, l.add); err != nil {
+		return err
+	}
+	return l.flush()
+}
+
+// loader writes clients and their index keys in transactions of up to
+// 100 operations.
+type loader struct {
+	ctx  context.Context
+	b    *Book
+	ops  []clientv3.Op
+	done int // clients stored
+	held int // clients in ops
+}
+
+func (b *Book) loader(ctx context.Context) *loader { return &loader{ctx: ctx, b: b} }
+
+func (l *loader) add(c *api.Client) error {
+	raw, err := jsonOf(c)
+	if err != nil {
+		return err
+	}
+	if len(l.ops)+7 > 100 {
+		if err := l.flush(); err != nil {
+			return err
 		}
 	}
-	return flush()
+	l.ops = append(l.ops, clientv3.OpPut(l.b.k.client(c.MAC), raw))
+	for k, v := range l.b.indexes(c) {
+		l.ops = append(l.ops, clientv3.OpPut(k, v))
+	}
+	l.held++
+	return nil
+}
+
+func (l *loader) flush() error {
+	if len(l.ops) == 0 {
+		return nil
+	}
+	if _, err := l.b.d.St.Client().Txn(l.ctx).Then(l.ops...).Commit(); err != nil {
+		return apierr.Internal(err.Error(), "%s: %d clients stored, then the store failed", Document, l.done)
+	}
+	l.done += l.held
+	l.ops, l.held = l.ops[:0], 0
+	return nil
 }

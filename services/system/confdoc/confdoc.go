@@ -30,6 +30,32 @@ func Paths(d Docs) []string {
 	return out
 }
 
+// Source is one document read as a stream, as often as needed (a digest
+// pass, then a storing pass): the documents of 100,000 subscribers are
+// never held whole.
+type Source struct {
+	Path  string
+	Bytes int64
+	Open  func() (io.ReadCloser, error)
+}
+
+// TextSources are the documents of d as sources, in path order.
+func TextSources(d Docs) []Source {
+	out := make([]Source, 0, len(d))
+	for _, p := range Paths(d) {
+		c := d[p]
+		out = append(out, Source{Path: p, Bytes: int64(len(c)), Open: func() (io.ReadCloser, error) {
+			return io.NopCloser(strings.NewReader(c)), nil
+		}})
+	}
+	return out
+}
+
+// SortSources orders sources by path, the order Digest covers them in.
+func SortSources(s []Source) {
+	sort.Slice(s, func(i, j int) bool { return s[i].Path < s[j].Path })
+}
+
 // Digest is the sha256 over the documents' paths and contents in path
 // order: equal digests, equal configurations.
 func Digest(d Docs) string {
