@@ -50,16 +50,20 @@ func TestFullKernelLabQinQ(t *testing.T) {
 		out, err := exec.Command("ip", append([]string{"netns", "exec", prefix + "-sub"}, args...)...).CombinedOutput()
 		return string(out), err
 	}
-	for _, c := range [][]string{
-		{"ip", "link", "add", "link", "eth0", "name", "s200", "type", "vlan", "proto", "802.1ad", "id", "200"},
-		{"ip", "link", "add", "link", "s200", "name", "c116", "type", "vlan", "id", "116"},
-		{"ip", "link", "set", "s200", "up"},
-		{"ip", "link", "set", "c116", "up"},
-	} {
-		if out, err := sub(c...); err != nil {
-			t.Fatalf("%v: %v\n%s", c, err, out)
+	qinq := func() {
+		t.Helper()
+		for _, c := range [][]string{
+			{"ip", "link", "add", "link", "eth0", "name", "s200", "type", "vlan", "proto", "802.1ad", "id", "200"},
+			{"ip", "link", "add", "link", "s200", "name", "c116", "type", "vlan", "id", "116"},
+			{"ip", "link", "set", "s200", "up"},
+			{"ip", "link", "set", "c116", "up"},
+		} {
+			if out, err := sub(c...); err != nil {
+				t.Fatalf("%v: %v\n%s", c, err, out)
+			}
 		}
 	}
+	qinq()
 	if _, err := exec.LookPath("udhcpc"); err == nil {
 		var out string
 		eventually(t, 60*time.Second, func() error {
@@ -100,10 +104,43 @@ func TestFullKernelLabQinQ(t *testing.T) {
 	if m["enabled"] != false || m["reason"] != "maintenance" {
 		t.Errorf("disable: %v", m)
 	}
+	if got := fmt.Sprint(m["took_offline"]); got != "[DHCPv4 DHCPv6 router advertisements link]" {
+		t.Errorf("disable took_offline %s, want DHCPv4, DHCPv6, advertisements and the link: %v", got, m)
+	}
 	if out := r.inRouter("ip", "link", "show", "svlan200.116"); !strings.Contains(out, "state DOWN") {
 		t.Errorf("disabled link not down:\n%s", out)
 	}
-	r.must("GET", "/api?action=vlan-enable&name=svlan200.116", nil, 200)
+	// dhcp reports the VLAN not served while it is disabled: its subnet
+	// configured, out of the listen list.
+	served := func() map[string]any {
+		for _, i := range r.must("GET", "/interfaces", nil, 200)["interfaces"].([]any) {
+			if i := i.(map[string]any); i["iface"] == "svlan200.116" {
+				return i
+			}
+		}
+		return nil
+	}
+	if i := served(); i == nil || i["in_dhcp_conf"] != true || i["dhcp_active"] != false || i["in_dhcp_listen"] != false || i["suspended"] == nil {
+		t.Errorf("GET /interfaces for the disabled VLAN: %v", i)
+	}
+	m = r.must("GET", "/api?action=vlan-enable&name=svlan200.116", nil, 200)
+	if got := fmt.Sprint(m["restored"]); !strings.Contains(got, "DHCPv4 DHCPv6 router advertisements") {
+		t.Errorf("enable restored %s: %v", got, m)
+	}
+	if i := served(); i == nil || i["dhcp_active"] != true || i["suspended"] != nil {
+		t.Errorf("GET /interfaces for the enabled VLAN: %v", i)
+	}
+	if _, err := exec.LookPath("udhcpc"); err == nil {
+		if _, err := sub("ip", "link", "show", "c116"); err != nil {
+			qinq() // the restart rebuilt the lab's namespaces
+		}
+		eventually(t, 60*time.Second, func() error {
+			if o, err := sub("udhcpc", "-i", "c116", "-n", "-q", "-f", "-t", "3", "-T", "2", "-s", "/bin/true"); err != nil || !strings.Contains(o, "obtained from 10.116.0.1") {
+				return errors.New("no lease on the QinQ link after the enable")
+			}
+			return nil
+		})
+	}
 	r.must("DELETE", "/vlans", map[string]any{"name": "svlan200"}, 409)
 	r.must("DELETE", "/vlans", map[string]any{"name": "svlan200.116"}, 200)
 	r.must("DELETE", "/vlans", map[string]any{"name": "svlan200"}, 200)

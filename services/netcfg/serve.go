@@ -3,6 +3,7 @@ package netcfg
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/netip"
 	"strings"
 
@@ -148,4 +149,36 @@ func (d dhcpServer) Unused(ctx context.Context, iface string, removed netip.Pref
 			}
 		}
 	}
+}
+
+// Suspend asks dhcp to stop serving a VLAN being disabled (serving.set):
+// what went offline, in the state table's words.
+func (d dhcpServer) Suspend(ctx context.Context, name, reason string) ([]string, error) {
+	return d.serving(ctx, &api.ServingSet{Iface: name, Reason: reason}, func(a *api.ServingAnswer) []string { return a.TookOffline })
+}
+
+// Resume asks dhcp to serve an enabled VLAN again: what came back.
+func (d dhcpServer) Resume(ctx context.Context, name string) ([]string, error) {
+	return d.serving(ctx, &api.ServingSet{Iface: name, Enabled: true}, func(a *api.ServingAnswer) []string { return a.Restored })
+}
+
+func (d dhcpServer) serving(ctx context.Context, in *api.ServingSet, what func(*api.ServingAnswer) []string) ([]string, error) {
+	cctx, cancel := context.WithTimeout(ctx, askTimeout)
+	defer cancel()
+	a, err := bus.Invoke(cctx, d.nc, api.ServingSetOp, in)
+	if err != nil {
+		// Not running, standing by, or not answering in time.
+		if apierr.From(err).Kind == apierr.KindUnavailable {
+			return nil, fmt.Errorf("%w: %v", vlan.ErrNoDHCP, err)
+		}
+		return nil, err
+	}
+	return nonNil(what(a)), nil
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
 }

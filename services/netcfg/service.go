@@ -101,6 +101,7 @@ func New(d Deps) (*Service, error) {
 	vlans := vlan.NewBook(st, nl, d.Now)
 	vlans.Serving = dhcpServer{nc: d.NC, routes: routes}
 	vlans.Uses = users{nc: d.NC, log: d.Log}
+	vlans.Log = d.Log
 	svc := &Service{deps: d, nl: nl, st: st, routes: routes, vlans: vlans, pub: bus.NewPublisher(d.NC, Name, d.Log)}
 	svc.net.started = d.Now()
 	// sock_diag (the SSH sessions of the lock-out rules) needs a socket of
@@ -155,7 +156,11 @@ func (s *Service) serve(ctx context.Context, lock *store.Lock) error {
 		}
 		return fmt.Errorf("netcfg: settling the network document: %w", err)
 	}
+	// The address index follows the namespace's addresses for the term
+	// (conflict checks of new addresses read it instead of a dump).
+	go s.vlans.Follow(ctx, vnetns.NsHandle(s.deps.NS.FD()))
 	// Links and addresses first: routes may go out through them.
+	t0 := time.Now()
 	changes, problems, err := s.vlans.Reconcile(ctx)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -167,7 +172,10 @@ func (s *Service) serve(ctx context.Context, lock *store.Lock) error {
 		s.deps.Log.Warn("link or address not reconciled", "problem", p)
 	}
 	if len(changes) > 0 || len(problems) > 0 {
-		s.deps.Log.Info("links and addresses reconciled with the store", "changes", changes)
+		s.deps.Log.Info("links and addresses reconciled with the store", "changes", len(changes), "took", time.Since(t0).Round(time.Millisecond))
+		if len(changes) <= 100 {
+			s.deps.Log.Info("link and address changes", "changes", changes)
+		}
 		s.pub.Publish(event.LinkRestore, nil, map[string]any{"changes": changes, "problems": problems})
 	}
 	res, err := s.routes.Reconcile(ctx)

@@ -3,14 +3,19 @@ package netcfg_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
 	"routerd.dev/proto/api"
 	"routerd.dev/shared/apierr"
 	"routerd.dev/shared/bus"
+	"routerd.dev/shared/netns"
 	"routerd.dev/shared/testenv"
 )
 
@@ -66,6 +71,27 @@ func TestPortAddresses(t *testing.T) {
 			t.Errorf("%s: %v (kind %v field %v), want kind %v field %v", tc.name, err, k, f, tc.kind, tc.field)
 		}
 	}
+	// An address the operator adds by hand once netcfg runs counts too
+	// (the address index follows the kernel's notifications), and stops
+	// counting once removed. A try that lands early is taken back.
+	try := func(want apierr.Kind) func() error {
+		return func() error {
+			_, err := bus.Invoke(ctx, env.NC, api.AddrAdd, &api.AddrChange{Iface: "r0", IP: "203.0.113.9/24"})
+			if err == nil {
+				if _, err := bus.Invoke(ctx, env.NC, api.AddrDelete, &api.AddrChange{Iface: "r0", IP: "203.0.113.9/24"}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if k, _ := kindOf(err); k != want {
+				return fmt.Errorf("add beside a hand-made address: %v, want kind %v", err, want)
+			}
+			return nil
+		}
+	}
+	testenv.Run(t, ns, "ip", "addr", "add", "203.0.113.1/24", "dev", "r1")
+	testenv.Eventually(t, 5*time.Second, try(apierr.KindConflict))
+	testenv.Run(t, ns, "ip", "addr", "del", "203.0.113.1/24", "dev", "r1")
+	testenv.Eventually(t, 5*time.Second, try(-1))
 	// The action form's force=1 overrides the conflict.
 	actx := api.WithOrigin(ctx, api.Origin{Caller: "127.0.0.1", Action: "ip-add"})
 	if _, err := bus.Invoke(actx, env.NC, api.AddrAdd, &api.AddrChange{Iface: "r0", IP: "198.51.100.7/24", Force: true}); err != nil {
@@ -215,6 +241,10 @@ func TestFullKernelVLANLife(t *testing.T) {
 	if err != nil || d.Reason != "unpaid" || d.DisabledAt == "" || d.Enabled {
 		t.Fatalf("disable: %+v %v", d, err)
 	}
+	// No dhcp service runs here: the answer says so rather than pretend.
+	if !slices.Equal(d.TookOffline, []string{"link"}) || !strings.Contains(d.Warning, "did not answer") {
+		t.Errorf("disable without a dhcp service: took_offline %v, warning %q", d.TookOffline, d.Warning)
+	}
 	l, _ := bus.Invoke(ctx, env.NC, api.VLANsList, &api.None{})
 	want := map[string]string{"svlan200": "UP", "svlan200.116": "DISABLED"}
 	got := map[string]string{}
@@ -228,9 +258,10 @@ func TestFullKernelVLANLife(t *testing.T) {
 		t.Errorf("second disable: %v", err)
 	}
 	e, err := bus.Invoke(ctx, env.NC, api.VLANsEnable, &api.VLANRef{Name: "svlan200.116"})
-	if err != nil || e.WasDisabledReason != "unpaid" || !contains(e.Restored, "10.116.0.1/24") {
+	if err != nil || e.WasDisabledReason != "unpaid" || !contains(e.Restored, "10.116.0.1/24") || !strings.Contains(e.Warning, "did not answer") {
 		t.Fatalf("enable: %+v %v", e, err)
 	}
+	servingThroughDHCP(t, env, ns)
 	// A restart with everything in place changes nothing.
 	before := testenv.Run(t, ns, "ip", "-d", "-o", "link", "show")
 	// IPv6 duplicate address detection ends meanwhile: its flag is no change.
@@ -257,5 +288,85 @@ func TestFullKernelVLANLife(t *testing.T) {
 	}
 	if out := testenv.Run(t, ns, "ip", "-o", "link", "show"); strings.Contains(out, "svlan") {
 		t.Errorf("links left after delete:\n%s", out)
+	}
+}
+
+// servingThroughDHCP drives disable and enable of svlan200.116 against a
+// stand-in dhcp service's serving.set: what it took offline and restored
+// is in the answers, and a refusal rolls the change back whole (the VLAN
+// and its link as they were). The stand-in is gone when it returns.
+func servingThroughDHCP(t *testing.T, env *testenv.Env, ns *netns.NS) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	var refuse atomic.Bool
+	var calls atomic.Int32
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		bus.Run(ctx, env.NC, bus.ServiceConfig{Name: "dhcp", Version: "0.0.0", Log: testenv.Log(t), Endpoints: []bus.Endpoint{
+			bus.Bind(api.ServingSetOp, func(_ context.Context, in *api.ServingSet) (*api.ServingAnswer, error) {
+				calls.Add(1)
+				if refuse.Load() {
+					return nil, apierr.Internal("etcd away", "the DHCP configuration cannot be stored; rolled back")
+				}
+				a := &api.ServingAnswer{Iface: in.Iface, Enabled: in.Enabled, TookOffline: []string{}, Restored: []string{}}
+				if in.Enabled {
+					a.Restored = []string{"DHCPv4", "DHCPv6", "router advertisements"}
+				} else {
+					a.TookOffline = []string{"DHCPv4", "DHCPv6", "router advertisements"}
+				}
+				return a, nil
+			})}})
+	}()
+	defer func() { cancel(); <-done }()
+	testenv.WaitFor(t, 10*time.Second, "the dhcp stand-in", func() bool {
+		_, err := bus.Invoke(context.Background(), env.NC, api.ServingSetOp, &api.ServingSet{Iface: "none0", Enabled: true})
+		return err == nil
+	})
+	bctx := context.Background()
+	status := func() string {
+		l, err := bus.Invoke(bctx, env.NC, api.VLANsList, &api.None{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range l.VLANs {
+			if v.Name == "svlan200.116" {
+				return v.Status
+			}
+		}
+		return "missing"
+	}
+	link := func() string { return testenv.Run(t, ns, "ip", "link", "show", "svlan200.116") }
+
+	refuse.Store(true)
+	n := calls.Load()
+	if _, err := bus.Invoke(bctx, env.NC, api.VLANsDisable, &api.VLANRef{Name: "svlan200.116"}); apierr.From(err).Kind != apierr.KindInternal {
+		t.Errorf("disable refused by dhcp: %v", err)
+	}
+	if calls.Load() == n {
+		t.Fatal("disable did not ask dhcp")
+	}
+	if s := status(); s != "UP" || strings.Contains(link(), "state DOWN") {
+		t.Errorf("after a disable dhcp refused: status %s, link\n%s", s, link())
+	}
+	refuse.Store(false)
+	d, err := bus.Invoke(bctx, env.NC, api.VLANsDisable, &api.VLANRef{Name: "svlan200.116", Reason: "unpaid"})
+	if err != nil || !slices.Equal(d.TookOffline, []string{"DHCPv4", "DHCPv6", "router advertisements", "link"}) || d.Warning != "" {
+		t.Fatalf("disable with dhcp: %+v %v", d, err)
+	}
+	refuse.Store(true)
+	if _, err := bus.Invoke(bctx, env.NC, api.VLANsEnable, &api.VLANRef{Name: "svlan200.116"}); apierr.From(err).Kind != apierr.KindInternal {
+		t.Errorf("enable refused by dhcp: %v", err)
+	}
+	if s := status(); s != "DISABLED" || !strings.Contains(link(), "state DOWN") {
+		t.Errorf("after an enable dhcp refused: status %s, link\n%s", s, link())
+	}
+	refuse.Store(false)
+	e, err := bus.Invoke(bctx, env.NC, api.VLANsEnable, &api.VLANRef{Name: "svlan200.116"})
+	if err != nil || !contains(e.Restored, "DHCPv4") || !contains(e.Restored, "link") || e.Warning != "" || e.WasDisabledReason != "unpaid" {
+		t.Fatalf("enable with dhcp: %+v %v", e, err)
+	}
+	if s := status(); s != "UP" {
+		t.Errorf("after enable: status %s", s)
 	}
 }

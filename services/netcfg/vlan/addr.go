@@ -91,7 +91,8 @@ func toAddr(p netip.Prefix) *netlink.Addr {
 // want: adds what is missing, removes what is not wanted. On a link netcfg
 // did not create, only adds (owned=false): the operator's addresses there
 // are theirs.
-func syncAddrs(nl *netlink.Handle, name string, want []netip.Prefix, owned bool) (added, removed []string, err error) {
+func (b *Book) syncAddrs(name string, want []netip.Prefix, owned bool) (added, removed []string, err error) {
+	nl := b.nl
 	l, err := nl.LinkByName(name)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", name, err)
@@ -106,13 +107,14 @@ func syncAddrs(nl *netlink.Handle, name string, want []netip.Prefix, owned bool)
 			live = append(live, p)
 		}
 	}
-	return syncKnown(nl, l, live, want, owned)
+	return b.syncKnown(l, live, want, owned)
 }
 
 // syncKnown is syncAddrs with the link's live addresses already listed
-// (the reconcile lists every address once, not once per link).
-func syncKnown(nl *netlink.Handle, l netlink.Link, live, want []netip.Prefix, owned bool) (added, removed []string, err error) {
-	name := l.Attrs().Name
+// (the reconcile lists every address once, not once per link). The
+// address index learns each change at once.
+func (b *Book) syncKnown(l netlink.Link, live, want []netip.Prefix, owned bool) (added, removed []string, err error) {
+	nl, name := b.nl, l.Attrs().Name
 	have := map[netip.Prefix]bool{}
 	for _, p := range live {
 		have[p] = true
@@ -124,6 +126,7 @@ func syncKnown(nl *netlink.Handle, l netlink.Link, live, want []netip.Prefix, ow
 			if err := nl.AddrAdd(l, toAddr(p)); err != nil && err != unix.EEXIST {
 				return added, removed, fmt.Errorf("add %s to %s: %w", p, name, err)
 			}
+			b.idx.kernel(kernelChange{link: l.Attrs().Index, p: p, add: true})
 			added = append(added, p.String())
 		}
 	}
@@ -133,6 +136,7 @@ func syncKnown(nl *netlink.Handle, l netlink.Link, live, want []netip.Prefix, ow
 				if err := nl.AddrDel(l, toAddr(p)); err != nil {
 					return added, removed, fmt.Errorf("remove %s from %s: %w", p, name, err)
 				}
+				b.idx.kernel(kernelChange{link: l.Attrs().Index, p: p})
 				removed = append(removed, p.String())
 			}
 		}

@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/netip"
 	"sort"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"github.com/vishvananda/netlink"
+	vnetns "github.com/vishvananda/netns"
 
 	"routerd.dev/proto/api"
 	"routerd.dev/proto/event"
@@ -69,6 +71,8 @@ type Book struct {
 	cache map[string]Record
 	nl    *netlink.Handle
 	links *link.Manager
+	// idx holds the addresses the conflict check looks at (see addrIndex).
+	idx *addrIndex
 	now   func() time.Time
 	// Serving runs the serving steps of a new VLAN (the dhcp service's
 	// operations, asked over the bus by the service); nil serves nothing
@@ -77,6 +81,8 @@ type Book struct {
 	// Uses asks the other services what depends on a VLAN or an address
 	// (registered clients, CGNAT); nil: nothing does.
 	Uses Users
+	// Log receives the reconcile's phase times; nil discards them.
+	Log *slog.Logger
 }
 
 // Users are the other services' refusals of a VLAN disable or delete and
@@ -105,7 +111,18 @@ type Server interface {
 	// iface when no address of that subnet is left there (a DHCP subnet,
 	// a delegation range): named, never removed.
 	Unused(ctx context.Context, iface string, removed netip.Prefix, left []netip.Prefix, a *api.AddrAnswer)
+	// Suspend takes a VLAN being disabled out of DHCPv4, DHCPv6 and
+	// router advertisements, everything it is served with staying
+	// configured, and names what went offline; Resume brings them back
+	// and names what did. ErrNoDHCP: the dhcp service did not answer.
+	Suspend(ctx context.Context, name, reason string) ([]string, error)
+	Resume(ctx context.Context, name string) ([]string, error)
 }
+
+// ErrNoDHCP is Suspend's and Resume's error when the dhcp service does not
+// answer (not running, standing by): the change goes ahead and the answer
+// says what could not be done.
+var ErrNoDHCP = errors.New("the dhcp service did not answer")
 
 // Unserved is what the owners removed for a deleted VLAN.
 type Unserved struct {
@@ -122,7 +139,7 @@ func NewBook(st *store.Store, nl *netlink.Handle, now func() time.Time) *Book {
 	if now == nil {
 		now = time.Now
 	}
-	return &Book{st: st, nl: nl, links: link.New(nl), now: now}
+	return &Book{st: st, nl: nl, links: link.New(nl), idx: newAddrIndex(), now: now, Log: slog.New(slog.DiscardHandler)}
 }
 
 // Use makes later writes go through st (the store fenced by the lock of
@@ -140,8 +157,9 @@ func (b *Book) addrKey(iface string, p netip.Prefix) string {
 }
 
 // records is the stored VLANs by name: the term's cache, read from etcd
-// the first time. Callers hold mu, and a change updates the map in place
-// after its store commit (and puts it back when it undoes one).
+// the first time (with the stored port addresses, for the address index).
+// Callers hold mu, and a change updates the map in place after its store
+// commit (and puts it back when it undoes one), through putRec and delRec.
 func (b *Book) records(ctx context.Context) (map[string]Record, error) {
 	if b.cache != nil {
 		return b.cache, nil
@@ -150,12 +168,40 @@ func (b *Book) records(ctx context.Context) (map[string]Record, error) {
 	if err != nil {
 		return nil, err
 	}
+	ports, err := b.portAddrs(ctx)
+	if err != nil {
+		return nil, err
+	}
 	out := make(map[string]Record, len(items))
+	b.idx.clearStored()
 	for _, it := range items {
 		out[it.Value.Name] = it.Value
+		b.idx.setStored("vlan:"+it.Value.Name, it.Value.Name, it.Value.addrs())
+	}
+	for _, a := range ports {
+		if p, err := netip.ParsePrefix(a.CIDR); err == nil {
+			b.idx.addStored("port:"+a.Iface, a.Iface, p)
+		}
 	}
 	b.cache = out
 	return out, nil
+}
+
+// putRec and delRec change the cached records and the index together.
+func (b *Book) putRec(recs map[string]Record, r Record) {
+	recs[r.Name] = r
+	b.idx.setStored("vlan:"+r.Name, r.Name, r.addrs())
+}
+
+func (b *Book) delRec(recs map[string]Record, name string) {
+	delete(recs, name)
+	b.idx.setStored("vlan:"+name, name, nil)
+}
+
+// Follow keeps the kernel part of the address index (the namespace's
+// address notifications) until ctx ends; ns is the target namespace.
+func (b *Book) Follow(ctx context.Context, ns vnetns.NsHandle) {
+	b.idx.follow(ctx, ns, b.nl, b.Log.Warn)
 }
 
 func (b *Book) portAddrs(ctx context.Context) ([]PortAddr, error) {
@@ -241,17 +287,42 @@ func nonNil(s []string) []string {
 }
 
 // conflict finds an address on another interface whose subnet overlaps p:
-// live in the kernel or stored (a disabled VLAN's addresses count).
+// live in the kernel or stored (a disabled VLAN's addresses count). It
+// asks the address index, and dumps the kernel's addresses only while the
+// index is not following them.
 func (b *Book) conflict(ctx context.Context, iface string, p netip.Prefix, recs map[string]Record) (string, error) {
-	// One dump of the addresses; a link's name is looked up only for the
-	// one that conflicts.
+	self := 0
+	if l, err := b.nl.LinkByName(iface); err == nil {
+		self = l.Attrs().Index
+	}
+	for {
+		e, found, ok := b.idx.conflict(p, iface, self)
+		if !ok {
+			return b.conflictDump(ctx, iface, self, p, recs)
+		}
+		if !found {
+			return "", nil
+		}
+		if e.name != "" {
+			return fmt.Sprintf("%s on %s", e.p, e.name), nil
+		}
+		l, err := b.nl.LinkByIndex(e.link)
+		if err != nil {
+			// The link went (its notifications are on their way): its
+			// addresses with it.
+			b.idx.dropLink(e.link)
+			continue
+		}
+		return fmt.Sprintf("%s on %s", e.p, l.Attrs().Name), nil
+	}
+}
+
+// conflictDump is conflict without the index: one dump of the kernel's
+// addresses, then the stored ones.
+func (b *Book) conflictDump(ctx context.Context, iface string, self int, p netip.Prefix, recs map[string]Record) (string, error) {
 	as, err := link.Addrs(b.nl, nil, netlink.FAMILY_ALL)
 	if err != nil {
 		return "", fmt.Errorf("listing addresses: %w", err)
-	}
-	self := -1
-	if l, err := b.nl.LinkByName(iface); err == nil {
-		self = l.Attrs().Index
 	}
 	for _, a := range as {
 		if q, ok := prefixOf(a); ok && a.LinkIndex != self && q.Overlaps(p) {
@@ -358,9 +429,9 @@ func (b *Book) Create(ctx context.Context, in *api.VLANAdd) (*api.VLANAddAnswer,
 		}
 		return nil, err
 	}
-	recs[name] = rec
+	b.putRec(recs, rec)
 	if err := b.apply(recs, name); err != nil {
-		delete(recs, name)
+		b.delRec(recs, name)
 		_, _ = b.st.Txn().Delete(b.key(name)).Commit(context.WithoutCancel(ctx))
 		_ = b.links.Remove(name)
 		return nil, kernelErr(err, "the kernel refused VLAN %s: %v", name, err)
@@ -389,7 +460,7 @@ func (b *Book) apply(recs map[string]Record, name string) error {
 	if _, err := b.links.Ensure(r.link()); err != nil {
 		return err
 	}
-	_, _, err := syncAddrs(b.nl, name, r.addrs(), true)
+	_, _, err := b.syncAddrs(name, r.addrs(), true)
 	return err
 }
 
@@ -433,12 +504,16 @@ func (b *Book) Delete(ctx context.Context, in *api.VLANRef) (*api.VLANDeleteAnsw
 		}
 		return nil, err
 	}
-	delete(recs, r.Name)
+	b.delRec(recs, r.Name)
+	gone, _ := b.nl.LinkByName(r.Name)
 	if err := b.links.Remove(r.Name); err != nil {
 		// Put the record back: the link is still there.
-		recs[r.Name] = r
+		b.putRec(recs, r)
 		_, _ = b.st.Txn().Put(b.key(r.Name), r).Commit(context.WithoutCancel(ctx))
 		return nil, kernelErr(err, "the kernel refused to remove %s: %v", r.Name, err)
+	}
+	if gone != nil {
+		b.idx.dropLink(gone.Attrs().Index) // its addresses went with it
 	}
 	a := &api.VLANDeleteAnswer{Result: api.Result{Message: "VLAN " + r.Name + " deleted"}, Name: r.Name,
 		RemovedSubnets: nonNil(un.Subnets), RemovedPDPool: un.PDPool, RemovedRoutes: nonNil(un.Routes), RemovedNAT: un.NAT, RemovedForwards: nonNil(un.Forwards),
@@ -474,16 +549,37 @@ func (b *Book) Disable(ctx context.Context, in *api.VLANRef) (*api.VLANDisableAn
 	}
 	old := r
 	r.Enabled, r.DisabledAt, r.Reason = false, b.now().Format(TimeLayout), in.Reason
-	if err := b.change(ctx, recs, old, r, rev); err != nil {
+	// Serving goes first, while the link is still up (the advertiser's
+	// last word, router lifetime 0, reaches the hosts); a link that then
+	// cannot be taken down resumes it.
+	a := &api.VLANDisableAnswer{Result: api.Result{Message: "VLAN " + r.Name + " disabled"}, Name: r.Name,
+		DisabledAt: r.DisabledAt, Reason: r.Reason, TookOffline: []string{},
+		Kept: "addresses, subnets, delegation range, NAT pool, forwards, routes and client reservations are kept"}
+	if b.Serving != nil {
+		off, err := b.Serving.Suspend(ctx, r.Name, in.Reason)
+		switch {
+		case errors.Is(err, ErrNoDHCP):
+			a.Warning = "the dhcp service did not answer: DHCPv4, DHCPv6 and advertisements of " + r.Name + " could not be suspended (with its link down nothing reaches them)"
+		case err != nil:
+			return nil, apierr.Internal(err.Error(), "the dhcp service refused to suspend serving on %s: nothing changed", r.Name)
+		default:
+			a.TookOffline = off
+		}
+	}
+	if _, err := b.change(ctx, recs, old, r, rev); err != nil {
+		if len(a.TookOffline) > 0 {
+			if _, rerr := b.Serving.Resume(context.WithoutCancel(ctx), r.Name); rerr != nil {
+				b.Log.Error("VLAN disable failed and its serving could not be resumed", "vlan", r.Name, "err", rerr)
+			}
+		}
 		return nil, err
 	}
-	fwd := []string{}
+	a.TookOffline = append(a.TookOffline, "link")
+	a.ForwardsStillActive = []string{}
 	if b.Uses != nil {
-		fwd = nonNil(b.Uses.Forwards(ctx, r.Name))
+		a.ForwardsStillActive = nonNil(b.Uses.Forwards(ctx, r.Name))
 	}
-	return &api.VLANDisableAnswer{Result: api.Result{Message: "VLAN " + r.Name + " disabled"}, Name: r.Name,
-		DisabledAt: r.DisabledAt, Reason: r.Reason, TookOffline: []string{"link"},
-		Kept: "addresses, subnets, delegation range, NAT pool, forwards, routes and client reservations are kept", ForwardsStillActive: fwd}, nil
+	return a, nil
 }
 
 // inUse is the other services' refusal of a disable or delete: 409 with
@@ -518,35 +614,53 @@ func (b *Book) Enable(ctx context.Context, in *api.VLANRef) (*api.VLANEnableAnsw
 	}
 	old := r
 	r.Enabled, r.DisabledAt, r.Reason = true, "", ""
-	if err := b.change(ctx, recs, old, r, rev); err != nil {
+	// The link and its addresses first: serving needs them.
+	rev, err = b.change(ctx, recs, old, r, rev)
+	if err != nil {
 		return nil, err
 	}
-	restored := append([]string{"link"}, append(append([]string{}, r.IPs...), r.IPs6...)...)
-	fwd := []string{}
-	if b.Uses != nil {
-		fwd = nonNil(b.Uses.Forwards(ctx, r.Name))
+	a := &api.VLANEnableAnswer{Result: api.Result{Message: "VLAN " + r.Name + " enabled"}, Name: r.Name, Enabled: true,
+		Restored: append([]string{"link"}, append(append([]string{}, r.IPs...), r.IPs6...)...), WasDisabledAt: old.DisabledAt, WasDisabledReason: old.Reason}
+	if b.Serving != nil {
+		on, err := b.Serving.Resume(ctx, r.Name)
+		switch {
+		case errors.Is(err, ErrNoDHCP):
+			a.Warning = "the dhcp service did not answer: DHCPv4, DHCPv6 and advertisements of " + r.Name + " were not resumed; disable and enable the VLAN again once it runs"
+		case err != nil:
+			// Back to disabled, as it was.
+			if _, rerr := b.change(context.WithoutCancel(ctx), recs, r, old, rev); rerr != nil {
+				b.Log.Error("VLAN enable failed and could not be taken back", "vlan", r.Name, "err", rerr)
+			}
+			return nil, apierr.Internal(err.Error(), "the dhcp service refused to resume serving on %s: the VLAN stays disabled", r.Name)
+		default:
+			a.Restored = append(a.Restored, on...)
+		}
 	}
-	return &api.VLANEnableAnswer{Result: api.Result{Message: "VLAN " + r.Name + " enabled"}, Name: r.Name, Enabled: true,
-		Restored: restored, ForwardsActive: fwd, WasDisabledAt: old.DisabledAt, WasDisabledReason: old.Reason}, nil
+	a.ForwardsActive = []string{}
+	if b.Uses != nil {
+		a.ForwardsActive = nonNil(b.Uses.Forwards(ctx, r.Name))
+	}
+	return a, nil
 }
 
-// change stores r over old (at rev) and applies it; a refused apply puts
-// old back.
-func (b *Book) change(ctx context.Context, recs map[string]Record, old, r Record, rev int64) error {
-	if _, err := b.st.Txn().IfRevision(b.key(r.Name), rev).Put(b.key(r.Name), r).Commit(ctx); err != nil {
+// change stores r over old (at rev) and applies it, returning the new
+// revision; a refused apply puts old back.
+func (b *Book) change(ctx context.Context, recs map[string]Record, old, r Record, rev int64) (int64, error) {
+	newRev, err := b.st.Txn().IfRevision(b.key(r.Name), rev).Put(b.key(r.Name), r).Commit(ctx)
+	if err != nil {
 		if errors.Is(err, store.ErrConflict) {
-			return apierr.Conflict("%s changed meanwhile; try again", r.Name)
+			return 0, apierr.Conflict("%s changed meanwhile; try again", r.Name)
 		}
-		return err
+		return 0, err
 	}
-	recs[r.Name] = r
+	b.putRec(recs, r)
 	if err := b.apply(recs, r.Name); err != nil {
-		recs[r.Name] = old
+		b.putRec(recs, old)
 		_, _ = b.st.Txn().Put(b.key(r.Name), old).Commit(context.WithoutCancel(ctx))
 		_ = b.apply(recs, r.Name)
-		return kernelErr(err, "the kernel refused the change of %s: %v", r.Name, err)
+		return 0, kernelErr(err, "the kernel refused the change of %s: %v", r.Name, err)
 	}
-	return nil
+	return newRev, nil
 }
 
 // Reconcile brings the kernel to the store at start: the links netcfg owns
@@ -556,12 +670,20 @@ func (b *Book) change(ctx context.Context, recs map[string]Record, old, r Record
 func (b *Book) Reconcile(ctx context.Context) (changes []string, problems []string, err error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	t0 := time.Now()
+	phase := func(what string) {
+		now := time.Now()
+		b.Log.Info("vlan reconcile", "phase", what, "took", now.Sub(t0).Round(time.Millisecond))
+		t0 = now
+	}
 	b.cache = nil
 	recs, err := b.records(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
+	phase("records")
 	lc, err := b.links.Apply(desired(recs))
+	phase("links")
 	for _, c := range lc {
 		changes = append(changes, c.Op+" "+c.Name)
 	}
@@ -580,13 +702,14 @@ func (b *Book) Reconcile(ctx context.Context) (changes []string, problems []stri
 	for _, l := range all {
 		byName[l.Attrs().Name] = l
 	}
+	phase("dumps")
 	for _, r := range recs {
 		l, ok := byName[r.Name]
 		if !ok {
 			problems = append(problems, r.Name+": link missing after the reconcile")
 			continue
 		}
-		added, removed, err := syncKnown(b.nl, l, live[r.Name], r.addrs(), true)
+		added, removed, err := b.syncKnown(l, live[r.Name], r.addrs(), true)
 		if err != nil {
 			problems = append(problems, err.Error())
 		}
@@ -597,6 +720,7 @@ func (b *Book) Reconcile(ctx context.Context) (changes []string, problems []stri
 			changes = append(changes, "address del "+a+" dev "+r.Name)
 		}
 	}
+	phase("addresses")
 	ports, err := b.portAddrs(ctx)
 	if err != nil {
 		return changes, problems, err
@@ -606,7 +730,7 @@ func (b *Book) Reconcile(ctx context.Context) (changes []string, problems []stri
 		byIface[a.Iface] = append(byIface[a.Iface], parseAll([]string{a.CIDR})...)
 	}
 	for iface, want := range byIface {
-		added, _, err := syncAddrs(b.nl, iface, want, false)
+		added, _, err := b.syncAddrs(iface, want, false)
 		if err != nil {
 			problems = append(problems, err.Error())
 		}
@@ -660,7 +784,7 @@ func (b *Book) AddAddr(ctx context.Context, in *api.AddrChange) (*api.AddrAnswer
 		} else {
 			r.IPs6 = append(append([]string{}, r.IPs6...), p.String())
 		}
-		if err := b.change(ctx, recs, old, r, rev); err != nil {
+		if _, err := b.change(ctx, recs, old, r, rev); err != nil {
 			return nil, err
 		}
 		a.Message = fmt.Sprintf("%s added to %s", p, in.Iface)
@@ -674,11 +798,12 @@ func (b *Book) AddAddr(ctx context.Context, in *api.AddrChange) (*api.AddrAnswer
 		}
 		return nil, err
 	}
-	added, _, err := syncAddrs(b.nl, in.Iface, []netip.Prefix{p}, false)
+	added, _, err := b.syncAddrs(in.Iface, []netip.Prefix{p}, false)
 	if err != nil {
 		_, _ = b.st.Txn().Delete(key).Commit(context.WithoutCancel(ctx))
 		return nil, kernelErr(err, "the kernel refused %s on %s: %v", p, in.Iface, err)
 	}
+	b.idx.addStored("port:"+in.Iface, in.Iface, p)
 	a.Message = fmt.Sprintf("%s added to %s", p, in.Iface)
 	if len(added) == 0 {
 		a.Message = fmt.Sprintf("%s was already live on %s: persisted", p, in.Iface)
@@ -735,7 +860,7 @@ func (b *Book) deleteAddr(ctx context.Context, in *api.AddrChange) (*api.AddrAns
 		if len(r.IPs) == len(old.IPs) && len(r.IPs6) == len(old.IPs6) {
 			return nil, p, apierr.NotFound("%s is not an address of %s", p, in.Iface).With("field", "ip")
 		}
-		if err := b.change(ctx, recs, old, r, rev); err != nil {
+		if _, err := b.change(ctx, recs, old, r, rev); err != nil {
 			return nil, p, err
 		}
 		return a, p, nil
@@ -754,6 +879,8 @@ func (b *Book) deleteAddr(ctx context.Context, in *api.AddrChange) (*api.AddrAns
 		_, _ = b.st.Txn().Put(key, pa).Commit(context.WithoutCancel(ctx))
 		return nil, p, kernelErr(err, "the kernel refused to remove %s from %s: %v", p, in.Iface, err)
 	}
+	b.idx.delStored("port:"+in.Iface, in.Iface, p)
+	b.idx.kernel(kernelChange{link: l.Attrs().Index, p: p})
 	return a, p, nil
 }
 
