@@ -73,7 +73,7 @@ type Book struct {
 	links *link.Manager
 	// idx holds the addresses the conflict check looks at (see addrIndex).
 	idx *addrIndex
-	now   func() time.Time
+	now func() time.Time
 	// Serving runs the serving steps of a new VLAN (the dhcp service's
 	// operations, asked over the bus by the service); nil serves nothing
 	// and says so.
