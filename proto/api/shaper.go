@@ -59,7 +59,8 @@ type ShapePage struct {
 // ShaperIface is one shaped interface as GET /network and /status show it.
 type ShaperIface struct {
 	Name        string `json:"name"`
-	Ifb         string `json:"ifb,omitempty" doc:"the ifb link carrying its upload, when upload is shaped"`
+	Ifb         string `json:"ifb,omitempty" doc:"never set since upload is policed (earlier versions: the ifb link carrying its upload)"`
+	Upload      string `json:"upload" doc:"how upload is held to the plan: police (one nftables limit object per subscriber, its IPv4 and IPv6 traffic in one bucket)"`
 	Subscribers int    `json:"subscribers"`
 	Leaf        string `json:"leaf" doc:"leaf queue discipline: fq_codel, or pfifo where the kernel lacks it"`
 }

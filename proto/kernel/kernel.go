@@ -75,18 +75,23 @@ const LinkAliasPrefix = "routerd:"
 
 // ShaperTable is the shaper service's table (family inet): the maps from a
 // subscriber's address (IPv4, or IPv6 prefix) to its download class, read in
-// the forward path by `meta priority set ... map`. Only the shaper writes it.
+// the forward path by `meta priority set ... map`, and to its upload limit
+// object (`limit name ... map`, one object per subscriber). Only the shaper
+// writes it.
 const ShaperTable = NftablesTablePrefix + "shaper"
 
-// ShaperLinkAlias is the alias of the ifb links the shaper creates to shape
-// upload (one per shaped interface): "routerd:shaper ifb of <iface>".
+// ShaperLinkAlias marks links of the shaper: earlier versions created an
+// ifb per shaped interface to shape upload, "routerd:shaper ifb of
+// <iface>"; upload is now policed in nftables and the shaper removes such
+// links at start.
 const ShaperLinkAlias = LinkAliasPrefix + "shaper"
 
 // ShaperQdiscMajor is the handle major of the shaper's HTB roots (`tc qdisc
 // show` prints "htb 7264: root"): on a subscriber-facing interface (download)
 // and on its ifb (upload). A root qdisc with another handle is not the
-// shaper's and is never replaced; the shaper's redirect filter on an
-// interface's ingress qdisc has priority ShaperFilterPrio.
+// shaper's and is never replaced. ShaperFilterPrio is the priority of the
+// redirect filter to the ifb that earlier versions put on an interface's
+// ingress qdisc (removed at start with the ifb).
 const (
 	ShaperQdiscMajor = 0x7264
 	ShaperFilterPrio = 0x7264

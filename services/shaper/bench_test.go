@@ -23,9 +23,9 @@ import (
 
 // BenchmarkShaper measures the shaper at each size of ROUTERD_BENCH_SHAPER
 // (comma-separated; default 1000; `make bench-shaper` runs 1000,100000):
-// the full build at start against the same classes and filters built by
-// `tc -batch` (and the map elements by `nft -f`) in another namespace in
-// the same run; one subscriber's set (new, rate change) and removal
+// the full build at start against the same classes built by `tc -batch`
+// (and the maps, elements and limit objects by `nft -f`) in another
+// namespace in the same run; one subscriber's set (new, rate change) and removal
 // p50/p99 through the bus; reshaping the plan of up to 10,000; the
 // reconcile at a restart with everything in place. ROUTERD_BENCH_SHAPER_NO_TC
 // set leaves the tc -batch build out. Subscribers are spread
@@ -152,17 +152,19 @@ func benchSize(b *testing.B, n int) {
 	}
 	seed := time.Since(t0)
 
-	// The near-limit first, in a namespace of its own, so both builds
-	// start from an empty kernel.
+	// The shaper's full build at start (the near-limit is built last,
+	// in a namespace of its own, once the shaper's objects are gone).
 	run, build := startBench(b, env, ns)
 	b.Logf("n=%d: stored in %v; full build at start %v", n, seed.Round(time.Millisecond), build.Round(time.Millisecond))
 
-	// One subscriber at a time: new ones in a fresh /24, then rate changes,
+	// One subscriber at a time: new ones in a fresh /24 (each with a /64),
+	// then rate changes (down and up: the class and the limit object),
 	// then removals.
 	const k = 200
 	var add, change, remove []time.Duration
 	for i := 0; i < k; i++ {
-		s := api.Shape{ID: fmt.Sprintf("new%03d", i), IP: fmt.Sprintf("10.99.0.%d", i+1), Iface: "b0", Plan: "base", DownMbps: 30, UpMbps: 15}
+		s := api.Shape{ID: fmt.Sprintf("new%03d", i), IP: fmt.Sprintf("10.99.0.%d", i+1), Prefix6: fmt.Sprintf("2001:db8:99:%x::/64", i),
+			Iface: "b0", Plan: "base", DownMbps: 30, UpMbps: 15}
 		t := time.Now()
 		if _, err := bus.Invoke(ctx, env.NC, api.ShaperSet, &s); err != nil {
 			b.Fatal(err)
@@ -211,7 +213,7 @@ func benchSize(b *testing.B, n int) {
 	if os.Getenv("ROUTERD_BENCH_SHAPER_NO_TC") == "" {
 		dropLinks(b, ns, ifaces)
 		tcTime, nftTime = tcBatch(b, shapes, ifaces)
-		b.Logf("n=%d: the same classes, nested qdiscs and u32 nodes by tc -batch %v, the same elements by nft -f %v: full build ratio routerd/near-limit %.2f",
+		b.Logf("n=%d: the same classes and nested qdiscs by tc -batch %v, the same maps, elements and limit objects by nft -f %v: full build ratio routerd/near-limit %.2f",
 			n, tcTime.Round(time.Millisecond), nftTime.Round(time.Millisecond), build.Seconds()/(tcTime+nftTime).Seconds())
 	}
 	b.ReportMetric(build.Seconds(), "build-s")
@@ -220,74 +222,58 @@ func benchSize(b *testing.B, n int) {
 }
 
 // tcBatch builds what the shaper builds for shapes (roots, groups with
-// their nested HTB, subscriber classes, the ifb's u32 tables and nodes) with
-// one `tc -batch` file, and the map elements with one `nft -f` file, in a
+// their nested HTB, subscriber classes) with one `tc -batch` file, and the
+// maps, their elements and the limit objects with one `nft -f` file, in a
 // fresh namespace; it returns both times.
 func tcBatch(b *testing.B, shapes []api.Shape, ifaces int) (time.Duration, time.Duration) {
 	ns := testenv.Netns(b)
 	benchLinks(b, ns, ifaces)
-	nl, err := ns.Netlink()
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer nl.Close()
-	var tc, nft strings.Builder
-	nft.WriteString("table inet bench {\n map down4 { type ipv4_addr : classid; }\n map down6 { type ipv6_addr : classid; flags interval; }\n}\n")
-	type grp struct{ g, o3 int }
+	var tc, nft, elems strings.Builder
+	nft.WriteString("table inet bench {\n map down4 { type ipv4_addr : classid; }\n map down6 { type ipv6_addr : classid; flags interval; }\n" +
+		" map up4 { type ipv4_addr : limit; }\n map up6 { type ipv6_addr : limit; flags interval; }\n")
 	for j := 0; j < ifaces; j++ {
-		dev, ifb := fmt.Sprintf("b%d", j), fmt.Sprintf("shp-b%d", j)
-		if err := nl.LinkAdd(&netlink.Ifb{LinkAttrs: netlink.LinkAttrs{Name: ifb}}); err != nil {
-			b.Fatal(err)
-		}
-		l, _ := nl.LinkByName(ifb)
-		_ = nl.LinkSetUp(l)
-		for _, d := range []string{dev, ifb} {
-			fmt.Fprintf(&tc, "qdisc add dev %s root handle 7264: htb default 0\n", d)
-		}
-		fmt.Fprintf(&tc, "filter add dev %s parent 7264: prio 1 handle 100: protocol ip u32 divisor 256\n", ifb)
-		fmt.Fprintf(&tc, "filter add dev %s parent 7264: prio 1 protocol ip u32 link 100: hashkey mask 0x0000ff00 at 12 match u32 0 0\n", ifb)
-		groups := map[string]grp{}
-		var elems4, elems6 []string
+		dev := fmt.Sprintf("b%d", j)
+		fmt.Fprintf(&tc, "qdisc add dev %s root handle 7264: htb default 0\n", dev)
+		groups := map[string]int{}
+		var down4, down6, up4, up6 []string
 		for _, s := range shapes {
 			if s.Iface != dev {
 				continue
 			}
 			parts := strings.Split(s.IP, ".")
 			net24 := strings.Join(parts[:3], ".")
-			o3, _ := strconv.Atoi(parts[2])
 			o4, _ := strconv.Atoi(parts[3])
 			g, ok := groups[net24]
 			if !ok {
-				g = grp{len(groups) + 1, o3}
+				g = len(groups) + 1
 				groups[net24] = g
-				for _, d := range []string{dev, ifb} {
-					fmt.Fprintf(&tc, "class add dev %s parent 7264: classid 7264:%x htb rate 100gbit ceil 100gbit quantum 200000\n", d, g.g)
-					fmt.Fprintf(&tc, "qdisc add dev %s parent 7264:%x handle %x: htb default 0\n", d, g.g, g.g)
-				}
-				fmt.Fprintf(&tc, "filter add dev %s parent %x: prio 1 handle 200: protocol ip u32 divisor 256\n", ifb, g.g)
-				fmt.Fprintf(&tc, "filter add dev %s parent %x: prio 1 protocol ip u32 link 200: hashkey mask 0x000000ff at 12 match u32 0 0\n", ifb, g.g)
-				fmt.Fprintf(&tc, "filter add dev %s parent 7264: prio 1 protocol ip handle 100:%x:1 u32 ht 100:%x: match ip src %s.0/24 flowid 7264:%x\n", ifb, o3, o3, net24, g.g)
+				fmt.Fprintf(&tc, "class add dev %s parent 7264: classid 7264:%x htb rate 100gbit ceil 100gbit quantum 200000\n", dev, g)
+				fmt.Fprintf(&tc, "qdisc add dev %s parent 7264:%x handle %x: htb default 0\n", dev, g, g)
 			}
 			m := o4 + 1
-			fmt.Fprintf(&tc, "class add dev %s parent %x: classid %x:%x htb rate %dmbit ceil %dmbit quantum %d\n", dev, g.g, g.g, m, s.DownMbps, s.DownMbps, max(1600, min(200000, s.DownMbps*12500)))
-			fmt.Fprintf(&tc, "class add dev %s parent %x: classid %x:%x htb rate %dmbit ceil %dmbit quantum %d\n", ifb, g.g, g.g, m, s.UpMbps, s.UpMbps, max(1600, min(200000, s.UpMbps*12500)))
-			fmt.Fprintf(&tc, "filter add dev %s parent %x: prio 1 protocol ip handle 200:%x:1 u32 ht 200:%x: match ip src %s/32 flowid %x:%x\n", ifb, g.g, o4, o4, s.IP, g.g, m)
-			elems4 = append(elems4, fmt.Sprintf("%s : %x:%x", s.IP, g.g, m))
+			fmt.Fprintf(&tc, "class add dev %s parent %x: classid %x:%x htb rate %dmbit ceil %dmbit quantum %d\n", dev, g, g, m, s.DownMbps, s.DownMbps, max(1600, min(200000, s.DownMbps*12500)))
+			obj := fmt.Sprintf("\"up-%s\"", s.IP)
+			fmt.Fprintf(&nft, " limit %s { rate over %d bytes/second }\n", obj, s.UpMbps*125000)
+			down4 = append(down4, fmt.Sprintf("%s : %x:%x", s.IP, g, m))
+			up4 = append(up4, fmt.Sprintf("%s : %s", s.IP, obj))
 			if s.Prefix6 != "" {
-				elems6 = append(elems6, fmt.Sprintf("%s : %x:%x", s.Prefix6, g.g, m))
+				down6 = append(down6, fmt.Sprintf("%s : %x:%x", s.Prefix6, g, m))
+				up6 = append(up6, fmt.Sprintf("%s : %s", s.Prefix6, obj))
 			}
 		}
-		for len(elems4) > 0 {
-			c := min(5000, len(elems4))
-			fmt.Fprintf(&nft, "add element inet bench down4 { %s }\n", strings.Join(elems4[:c], ", "))
-			elems4 = elems4[c:]
-		}
-		for len(elems6) > 0 {
-			c := min(5000, len(elems6))
-			fmt.Fprintf(&nft, "add element inet bench down6 { %s }\n", strings.Join(elems6[:c], ", "))
-			elems6 = elems6[c:]
+		for _, x := range []struct {
+			set string
+			els []string
+		}{{"down4", down4}, {"down6", down6}, {"up4", up4}, {"up6", up6}} {
+			for els := x.els; len(els) > 0; {
+				c := min(5000, len(els))
+				fmt.Fprintf(&elems, "add element inet bench %s { %s }\n", x.set, strings.Join(els[:c], ", "))
+				els = els[c:]
+			}
 		}
 	}
+	nft.WriteString("}\n")
+	nft.WriteString(elems.String())
 	dir := b.TempDir()
 	tcFile, nftFile := filepath.Join(dir, "tc.batch"), filepath.Join(dir, "nft.rules")
 	if err := os.WriteFile(tcFile, []byte(tc.String()), 0o644); err != nil {
@@ -317,10 +303,8 @@ func dropLinks(b *testing.B, ns *netns.NS, ifaces int) {
 	}
 	defer nl.Close()
 	for j := 0; j < ifaces; j++ {
-		for _, name := range []string{fmt.Sprintf("b%d", j), fmt.Sprintf("shp-b%d", j)} {
-			if l, err := nl.LinkByName(name); err == nil {
-				_ = nl.LinkDel(l)
-			}
+		if l, err := nl.LinkByName(fmt.Sprintf("b%d", j)); err == nil {
+			_ = nl.LinkDel(l)
 		}
 	}
 }

@@ -133,26 +133,48 @@ func start(t testing.TB, env *testenv.Env, ns *netns.NS) *shaper.Service {
 // (reverse false: upload) or from up to sub (download).
 func iperf(t testing.TB, l *lab, reverse bool) float64 {
 	t.Helper()
-	// iperf3 now and then ends a run reporting nothing received (its own
-	// control connection, not the shaping): such a run is run again once.
-	if r := iperfOnce(t, l, reverse); r > 0 {
-		return r
-	}
-	return iperfOnce(t, l, reverse)
+	return iperfTo(t, l, "198.18.0.1", reverse)
 }
 
-func iperfOnce(t testing.TB, l *lab, reverse bool) float64 {
+// iperfTo is iperf to the uplink's address server (IPv4 or IPv6).
+func iperfTo(t testing.TB, l *lab, server string, reverse bool) float64 {
+	t.Helper()
+	// iperf3 now and then ends a run reporting nothing received (its own
+	// control connection, not the shaping): such a run is run again once.
+	if r := iperfOnce(t, l, server, reverse); r > 0 {
+		return r
+	}
+	return iperfOnce(t, l, server, reverse)
+}
+
+// withIPv6 gives the lab IPv6: the subscriber 2001:db8:77::10/64 behind
+// sub0, the uplink 2001:db8:18::1/64 behind up0, forwarding on.
+func withIPv6(t testing.TB, l *lab) {
+	t.Helper()
+	for _, x := range []struct {
+		ns   *netns.NS
+		dev  string
+		addr string
+	}{{l.router, "sub0", "2001:db8:77::1/64"}, {l.router, "up0", "2001:db8:18::2/64"}, {l.sub, "eth0", "2001:db8:77::10/64"}, {l.up, "eth0", "2001:db8:18::1/64"}} {
+		testenv.Run(t, x.ns, "ip", "-6", "addr", "add", x.addr, "dev", x.dev, "nodad")
+	}
+	testenv.Run(t, l.sub, "ip", "-6", "route", "add", "default", "via", "2001:db8:77::1")
+	testenv.Run(t, l.up, "ip", "-6", "route", "add", "default", "via", "2001:db8:18::2")
+	testenv.Run(t, l.router, "sysctl", "-qw", "net.ipv6.conf.all.forwarding=1")
+}
+
+func iperfOnce(t testing.TB, l *lab, server string, reverse bool) float64 {
 	t.Helper()
 	if _, err := exec.LookPath("iperf3"); err != nil {
 		t.Skip("kernel test: iperf3 not installed")
 	}
 	port := fmt.Sprint(20000 + rand.IntN(30000))
-	srv := exec.Command("nsenter", "--net="+l.up.Path(), "iperf3", "-s", "-1", "-p", port, "-B", "198.18.0.1")
+	srv := exec.Command("nsenter", "--net="+l.up.Path(), "iperf3", "-s", "-1", "-p", port, "-B", server)
 	if err := srv.Start(); err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = srv.Process.Kill(); _ = srv.Wait() }()
-	args := []string{"--net=" + l.sub.Path(), "iperf3", "-c", "198.18.0.1", "-p", port, "-t", "4", "-O", "1", "-J"}
+	args := []string{"--net=" + l.sub.Path(), "iperf3", "-c", server, "-p", port, "-t", "4", "-O", "1", "-J"}
 	if reverse {
 		args = append(args, "-R")
 	}

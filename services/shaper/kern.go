@@ -3,30 +3,19 @@ package shaper
 import (
 	"errors"
 	"fmt"
-	"hash/fnv"
-	"net/netip"
-	"strings"
 
 	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netlink/nl"
 	"golang.org/x/sys/unix"
 
 	"routerd.dev/proto/kernel"
 )
 
-// The tc layout on one shaped interface X and its ifb (see ARCHITECTURE.md,
-// "The shaper service"):
+// The tc layout on one shaped interface X (see ARCHITECTURE.md, "The
+// shaper service"):
 //
 //	X    root htb 7264:  ── bpf filter (priority >> 16 → 7264:G)
 //	       class 7264:G (one per /24 of the interface's subscribers)
 //	         qdisc htb G:   class G:m (m = last octet + 1), leaf pfifo or fq_codel
-//	X    ingress ffff:  ── u32 match-all prio 0x7264, mirred redirect → ifb
-//	ifb  root htb 7264: ── u32 prio 1 ip: hash on saddr's 3rd octet (table 100:),
-//	                        node per /24 → 7264:G
-//	       class 7264:G
-//	         qdisc htb G: ── u32 prio 1 ip: hash on saddr's last octet (table 200:),
-//	                         node per subscriber → G:m
-//	           class G:m
 //
 // The download class is chosen by nftables in the forward path (the map
 // from the destination address to G:m sets the packet's priority); the
@@ -34,33 +23,25 @@ import (
 // priority itself. Each qdisc holds at most 256 subscriber classes, so the
 // kernel's per-class costs that grow with the classes of one qdisc (the
 // reverse binding walk over every class each time a class is created) stay
-// bounded however many subscribers an interface has.
+// bounded however many subscribers an interface has. Upload has no tc
+// object at all: it is policed in nftables (nft.go), because every class
+// creation also walks a global list of every filter block bound for
+// offload on devices without ndo_setup_tc (veth, ifb), and a class per
+// subscriber on an ifb doubled that list and the walks.
 
 const (
-	major      = kernel.ShaperQdiscMajor
-	tableGroup = 0x100 // ifb root: /24 → group
-	tableSub   = 0x200 // nested group qdisc on the ifb: address → class
-	groupRate  = 100_000_000_000
-	maxGroup   = 0x7000
+	major     = kernel.ShaperQdiscMajor
+	groupRate = 100_000_000_000
+	maxGroup  = 0x7000
 )
 
 func rootHandle() uint32         { return netlink.MakeHandle(major, 0) }
 func groupClass(g uint16) uint32 { return netlink.MakeHandle(major, g) }
 func groupQdisc(g uint16) uint32 { return netlink.MakeHandle(g, 0) }
 
-// ifbName is the ifb carrying iface's upload: "shp-<iface>", or a hash of
-// the name when that is longer than the kernel's 15 bytes.
-func ifbName(iface string) string {
-	n := "shp-" + iface
-	if len(n) <= 15 {
-		return n
-	}
-	h := fnv.New32a()
-	h.Write([]byte(iface))
-	return fmt.Sprintf("shp-%08x", h.Sum32())
-}
-
-func ifbAlias(iface string) string { return kernel.ShaperLinkAlias + " ifb of " + iface }
+// legacyIfbAlias is the alias of the ifb that earlier versions created
+// to shape iface's upload; the reconcile removes such links.
+func legacyIfbAlias(iface string) string { return kernel.ShaperLinkAlias + " ifb of " + iface }
 
 // quantum keeps HTB's DRR quantum in the range the kernel accepts quietly.
 func quantum(bitsPerSec uint64) uint32 {
@@ -89,8 +70,6 @@ func htbQdisc(link int, parent, handle uint32) *netlink.Htb {
 type ifaceK struct {
 	name  string
 	index int
-	ifb   string
-	ifbIx int
 }
 
 // kern holds the netlink handle of the target namespace.
@@ -101,50 +80,18 @@ type kern struct {
 	leaf string
 }
 
-// ensureIface gives iface its roots, its ifb and the redirect, each only
+// ensureIface gives iface its root and the root's classifier, each only
 // when missing. A root qdisc that is not the shaper's is never replaced.
 func (k *kern) ensureIface(name string) (*ifaceK, error) {
 	link, err := k.nl.LinkByName(name)
 	if err != nil {
 		return nil, errNoIface
 	}
-	ik := &ifaceK{name: name, index: link.Attrs().Index, ifb: ifbName(name)}
-	ifb, err := k.nl.LinkByName(ik.ifb)
-	if err != nil {
-		nb := &netlink.Ifb{LinkAttrs: netlink.LinkAttrs{Name: ik.ifb, TxQLen: 1000}}
-		if err := k.nl.LinkAdd(nb); err != nil {
-			return nil, fmt.Errorf("creating %s: %w", ik.ifb, err)
-		}
-		if ifb, err = k.nl.LinkByName(ik.ifb); err != nil {
-			return nil, err
-		}
-		// The kernel ignores an alias in the creating message: mark it now,
-		// and take it out again when it cannot be marked.
-		if err := k.nl.LinkSetAlias(ifb, ifbAlias(name)); err != nil {
-			_ = k.nl.LinkDel(ifb)
-			return nil, fmt.Errorf("marking %s: %w", ik.ifb, err)
-		}
-	} else if ifb.Attrs().Alias != ifbAlias(name) {
-		return nil, fmt.Errorf("%s exists and is not the shaper's ifb of %s", ik.ifb, name)
-	}
-	if ifb.Attrs().Flags&unix.IFF_UP == 0 {
-		if err := k.nl.LinkSetUp(ifb); err != nil {
-			return nil, err
-		}
-	}
-	ik.ifbIx = ifb.Attrs().Index
-	for _, ix := range []int{ik.index, ik.ifbIx} {
-		if err := k.ensureRoot(ix); err != nil {
-			return nil, fmt.Errorf("root qdisc on %s: %w", name, err)
-		}
+	ik := &ifaceK{name: name, index: link.Attrs().Index}
+	if err := k.ensureRoot(ik.index); err != nil {
+		return nil, fmt.Errorf("root qdisc on %s: %w", name, err)
 	}
 	if err := k.ensureGroupFilter(ik.index); err != nil {
-		return nil, err
-	}
-	if err := k.ensureRedirect(ik); err != nil {
-		return nil, err
-	}
-	if err := k.ensureTable(ik.ifbIx, rootHandle(), tableGroup, 8); err != nil {
 		return nil, err
 	}
 	return ik, nil
@@ -193,159 +140,35 @@ func (k *kern) ensureGroupFilter(ix int) error {
 	})
 }
 
-func (k *kern) ensureRedirect(ik *ifaceK) error {
-	link := &netlink.Dummy{LinkAttrs: netlink.LinkAttrs{Index: ik.index}}
-	qs, err := k.nl.QdiscList(link)
-	if err != nil {
-		return err
+// putGroup builds group g (its class under the root and the nested HTB)
+// where missing.
+func (k *kern) putGroup(ik *ifaceK, g uint16) error {
+	if err := k.nl.ClassReplace(htbClass(ik.index, rootHandle(), groupClass(g), groupRate)); err != nil {
+		return fmt.Errorf("group class %x:%x: %w", major, g, err)
 	}
-	have := false
-	for _, q := range qs {
-		if q.Attrs().LinkIndex == ik.index && q.Attrs().Parent == netlink.HANDLE_INGRESS {
-			have = true
-		}
-	}
-	if !have {
-		if err := k.nl.QdiscAdd(&netlink.Ingress{QdiscAttrs: netlink.QdiscAttrs{LinkIndex: ik.index, Parent: netlink.HANDLE_INGRESS, Handle: netlink.MakeHandle(0xffff, 0)}}); err != nil {
-			return fmt.Errorf("ingress qdisc on %s: %w", ik.name, err)
-		}
-	}
-	fs, err := k.nl.FilterList(link, netlink.MakeHandle(0xffff, 0))
-	if err != nil {
-		return err
-	}
-	for _, f := range fs {
-		if f.Attrs().Priority == kernel.ShaperFilterPrio {
-			if u, ok := f.(*netlink.U32); ok {
-				for _, a := range u.Actions {
-					if m, ok := a.(*netlink.MirredAction); ok && m.Ifindex == ik.ifbIx {
-						return nil
-					}
-				}
-			}
-			_ = k.nl.FilterDel(f)
-		}
-	}
-	return k.nl.FilterAdd(&netlink.U32{
-		FilterAttrs: netlink.FilterAttrs{LinkIndex: ik.index, Parent: netlink.MakeHandle(0xffff, 0), Priority: kernel.ShaperFilterPrio, Protocol: unix.ETH_P_ALL},
-		Actions:     []netlink.Action{netlink.NewMirredAction(ik.ifbIx)},
-	})
-}
-
-// ensureTable makes the u32 hash table htid (256 buckets) in qdisc parent
-// with a link to it from the root table hashing the source address's byte
-// at bit shift (8: 3rd octet, 0: 4th).
-func (k *kern) ensureTable(ix int, parent uint32, htid uint32, shift uint) error {
-	fs, err := k.nl.FilterList(&netlink.Dummy{LinkAttrs: netlink.LinkAttrs{Index: ix}}, parent)
-	if err != nil {
-		return err
-	}
-	table, linked := false, false
-	for _, f := range fs {
-		u, ok := f.(*netlink.U32)
-		if !ok || f.Attrs().Priority != 1 {
-			continue
-		}
-		if f.Attrs().Handle == htid<<20 {
-			table = true
-		}
-		if u.Link == htid<<20 {
-			linked = true
-		}
-	}
-	attrs := netlink.FilterAttrs{LinkIndex: ix, Parent: parent, Priority: 1, Protocol: unix.ETH_P_IP}
-	if !table {
-		attrs.Handle = htid << 20
-		// The library does not list hash tables themselves: one that
-		// exists already is fine.
-		if err := k.nl.FilterAdd(&netlink.U32{FilterAttrs: attrs, Divisor: 256, Sel: &nl.TcU32Sel{}}); err != nil && !errors.Is(err, unix.EEXIST) {
-			return fmt.Errorf("u32 table %x: on %d: %w", htid, ix, err)
-		}
-		attrs.Handle = 0
-	}
-	if !linked {
-		sel := &nl.TcU32Sel{Hmask: 0xff << shift, Hoff: 12, Keys: []nl.TcU32Key{{Mask: 0, Val: 0, Off: 12}}}
-		if err := k.nl.FilterAdd(&netlink.U32{FilterAttrs: attrs, Link: htid << 20, Sel: sel}); err != nil {
-			return fmt.Errorf("u32 link to %x: on %d: %w", htid, ix, err)
-		}
+	if err := k.nl.QdiscReplace(htbQdisc(ik.index, groupClass(g), groupQdisc(g))); err != nil {
+		return fmt.Errorf("group qdisc %x: %w", g, err)
 	}
 	return nil
 }
 
-func v4(a netip.Addr) uint32 {
-	b := a.As4()
-	return uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
+// delGroup removes group g: its class (the nested qdisc and its classes
+// go with it).
+func (k *kern) delGroup(ik *ifaceK, g uint16) error {
+	return ignoreMissing(k.nl.ClassDel(htbClass(ik.index, rootHandle(), groupClass(g), groupRate)))
 }
 
-// groupNode is the handle of a /24's node in the ifb root's table.
-func groupNode(ip netip.Addr, n uint16) uint32 {
-	return tableGroup<<20 | (v4(ip)>>8&0xff)<<12 | uint32(n)
-}
-
-// subNode is the handle of a subscriber's node in its group's table.
-func subNode(ip netip.Addr) uint32 {
-	return tableSub<<20 | (v4(ip)&0xff)<<12 | 1
-}
-
-// putGroup builds group g (classes, nested qdiscs, the nested table and the
-// /24's node on the ifb root) where missing.
-func (k *kern) putGroup(ik *ifaceK, g uint16, net24 netip.Addr, node uint16) error {
-	for _, ix := range []int{ik.index, ik.ifbIx} {
-		if err := k.nl.ClassReplace(htbClass(ix, rootHandle(), groupClass(g), groupRate)); err != nil {
-			return fmt.Errorf("group class %x:%x: %w", major, g, err)
-		}
-		if err := k.nl.QdiscReplace(htbQdisc(ix, groupClass(g), groupQdisc(g))); err != nil {
-			return fmt.Errorf("group qdisc %x: %w", g, err)
-		}
-	}
-	if err := k.ensureTable(ik.ifbIx, groupQdisc(g), tableSub, 0); err != nil {
-		return err
-	}
-	h := groupNode(net24, node)
-	return k.nl.FilterReplace(&netlink.U32{
-		FilterAttrs: netlink.FilterAttrs{LinkIndex: ik.ifbIx, Parent: rootHandle(), Priority: 1, Protocol: unix.ETH_P_IP, Handle: h},
-		Hash:        h &^ 0xfff, ClassId: groupClass(g),
-		Sel: &nl.TcU32Sel{Flags: nl.TC_U32_TERMINAL, Keys: []nl.TcU32Key{{Mask: 0xffffff00, Val: v4(net24) & 0xffffff00, Off: 12}}},
-	})
-}
-
-// delGroup removes group g: the /24's node, then the classes (their
-// nested qdiscs, classes and filters go with them).
-func (k *kern) delGroup(ik *ifaceK, g uint16, net24 netip.Addr, node uint16) error {
-	h := groupNode(net24, node)
-	err := k.nl.FilterDel(&netlink.U32{FilterAttrs: netlink.FilterAttrs{LinkIndex: ik.ifbIx, Parent: rootHandle(), Priority: 1, Protocol: unix.ETH_P_IP, Handle: h}})
-	err = errors.Join(ignoreMissing(err))
-	for _, ix := range []int{ik.index, ik.ifbIx} {
-		err = errors.Join(err, ignoreMissing(k.nl.ClassDel(htbClass(ix, rootHandle(), groupClass(g), groupRate))))
-	}
-	return err
-}
-
-// putSub creates or changes one subscriber's classes (down on the
-// interface, up on the ifb) and its upload node. created says whether the
-// classes are new (then the leaf is set).
-func (k *kern) putSub(ik *ifaceK, classid uint32, ip netip.Addr, down, up int64, created bool) error {
+// putSub creates or changes one subscriber's download class. created says
+// whether the class is new (then the leaf is set).
+func (k *kern) putSub(ik *ifaceK, classid uint32, down int64, created bool) error {
 	g := uint16(classid >> 16)
-	for i, ix := range []int{ik.index, ik.ifbIx} {
-		bits := uint64(down) * 1_000_000
-		if i == 1 {
-			bits = uint64(up) * 1_000_000
-		}
-		if err := k.nl.ClassReplace(htbClass(ix, groupQdisc(g), classid, bits)); err != nil {
-			return fmt.Errorf("class %x:%x: %w", classid>>16, classid&0xffff, err)
-		}
-		if created {
-			if err := k.putLeaf(ix, classid); err != nil {
-				return err
-			}
-		}
+	if err := k.nl.ClassReplace(htbClass(ik.index, groupQdisc(g), classid, uint64(down)*1_000_000)); err != nil {
+		return fmt.Errorf("class %x:%x: %w", classid>>16, classid&0xffff, err)
 	}
-	h := subNode(ip)
-	return k.nl.FilterReplace(&netlink.U32{
-		FilterAttrs: netlink.FilterAttrs{LinkIndex: ik.ifbIx, Parent: groupQdisc(g), Priority: 1, Protocol: unix.ETH_P_IP, Handle: h},
-		Hash:        h &^ 0xfff, ClassId: classid,
-		Sel: &nl.TcU32Sel{Flags: nl.TC_U32_TERMINAL, Keys: []nl.TcU32Key{{Mask: 0xffffffff, Val: v4(ip), Off: 12}}},
-	})
+	if created {
+		return k.putLeaf(ik.index, classid)
+	}
+	return nil
 }
 
 // putLeaf gives a new class fq_codel, or leaves HTB's own pfifo when the
@@ -368,44 +191,72 @@ func (k *kern) putLeaf(ix int, classid uint32) error {
 	}
 }
 
-// delSub removes one subscriber's upload node and classes.
-func (k *kern) delSub(ik *ifaceK, classid uint32, ip netip.Addr) error {
-	g := uint16(classid >> 16)
-	h := subNode(ip)
-	err := ignoreMissing(k.nl.FilterDel(&netlink.U32{FilterAttrs: netlink.FilterAttrs{LinkIndex: ik.ifbIx, Parent: groupQdisc(g), Priority: 1, Protocol: unix.ETH_P_IP, Handle: h}}))
-	for _, ix := range []int{ik.index, ik.ifbIx} {
-		err = errors.Join(err, ignoreMissing(k.nl.ClassDel(htbClass(ix, groupQdisc(g), classid, 1_000_000))))
-	}
-	return err
+// delSub removes one subscriber's class.
+func (k *kern) delSub(ik *ifaceK, classid uint32) error {
+	return ignoreMissing(k.nl.ClassDel(htbClass(ik.index, groupQdisc(uint16(classid>>16)), classid, 1_000_000)))
 }
 
-// dropIface removes everything the shaper made for iface: its ifb, its
-// redirect filter, its root (only when it is the shaper's).
-func (k *kern) dropIface(name string) error {
-	var errs []error
-	if ifb, err := k.nl.LinkByName(ifbName(name)); err == nil && strings.HasPrefix(ifb.Attrs().Alias, kernel.ShaperLinkAlias) {
-		errs = append(errs, k.nl.LinkDel(ifb))
-	}
+// dropRoot removes the shaper's root from iface (only when it is the
+// shaper's); its classes and filters go with it.
+func (k *kern) dropRoot(name string) error {
 	link, err := k.nl.LinkByName(name)
 	if err != nil {
-		return errors.Join(errs...)
+		return nil
 	}
-	ix := link.Attrs().Index
-	if fs, err := k.nl.FilterList(link, netlink.MakeHandle(0xffff, 0)); err == nil {
-		for _, f := range fs {
-			if f.Attrs().Priority == kernel.ShaperFilterPrio {
-				errs = append(errs, ignoreMissing(k.nl.FilterDel(f)))
-			}
-		}
+	qs, err := k.nl.QdiscList(link)
+	if err != nil {
+		return err
 	}
-	if qs, err := k.nl.QdiscList(link); err == nil {
-		for _, q := range qs {
-			if q.Attrs().LinkIndex == ix && q.Attrs().Parent == netlink.HANDLE_ROOT && q.Attrs().Handle == rootHandle() {
-				errs = append(errs, ignoreMissing(k.nl.QdiscDel(q)))
-			}
+	var errs []error
+	for _, q := range qs {
+		a := q.Attrs()
+		if a.LinkIndex == link.Attrs().Index && a.Parent == netlink.HANDLE_ROOT && a.Handle == rootHandle() {
+			errs = append(errs, ignoreMissing(k.nl.QdiscDel(q)))
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// dropLegacyUpload removes what earlier versions made to shape iface's
+// upload through an ifb: first the redirect filter on iface's ingress
+// qdisc (the shaper's priority, a mirred action to that ifb: nothing else
+// is touched, not even the ingress qdisc, which may serve others), then
+// the ifb link, recognised by its alias. The order matters: a redirect to
+// a link that is gone drops every packet.
+func (k *kern) dropLegacyUpload(iface string, ifb netlink.Link) error {
+	var errs []error
+	if link, err := k.nl.LinkByName(iface); err == nil {
+		if fs, err := k.nl.FilterList(link, netlink.MakeHandle(0xffff, 0)); err == nil {
+			for _, f := range fs {
+				u, ok := f.(*netlink.U32)
+				if !ok || f.Attrs().Priority != kernel.ShaperFilterPrio {
+					continue
+				}
+				if !redirectsTo(u, ifb.Attrs().Index) {
+					continue
+				}
+				// Handle 0: the whole filter of that priority, its hash
+				// table with its node.
+				a := f.Attrs()
+				errs = append(errs, ignoreMissing(k.nl.FilterDel(&netlink.U32{FilterAttrs: netlink.FilterAttrs{
+					LinkIndex: a.LinkIndex, Parent: a.Parent, Priority: a.Priority, Protocol: a.Protocol}})))
+				break
+			}
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	return ignoreMissing(k.nl.LinkDel(ifb))
+}
+
+func redirectsTo(u *netlink.U32, ix int) bool {
+	for _, a := range u.Actions {
+		if m, ok := a.(*netlink.MirredAction); ok && m.Ifindex == ix {
+			return true
+		}
+	}
+	return false
 }
 
 func ignoreMissing(err error) error {
@@ -415,15 +266,12 @@ func ignoreMissing(err error) error {
 	return err
 }
 
-// rates changes one subscriber's two classes to new rates (the classes
-// exist; nothing else is touched).
-func (k *kern) rates(ik *ifaceK, classid uint32, down, up int64) error {
+// rate changes one subscriber's class to a new rate (the class exists;
+// nothing else is touched).
+func (k *kern) rate(ik *ifaceK, classid uint32, down int64) error {
 	g := uint16(classid >> 16)
 	if err := k.nl.ClassChange(htbClass(ik.index, groupQdisc(g), classid, uint64(down)*1_000_000)); err != nil {
 		return fmt.Errorf("class %x:%x on %s: %w", g, classid&0xffff, ik.name, err)
-	}
-	if err := k.nl.ClassChange(htbClass(ik.ifbIx, groupQdisc(g), classid, uint64(up)*1_000_000)); err != nil {
-		return fmt.Errorf("class %x:%x on %s: %w", g, classid&0xffff, ik.ifb, err)
 	}
 	return nil
 }

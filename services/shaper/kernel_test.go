@@ -18,12 +18,10 @@ import (
 func kernelState(t *testing.T, ns *netns.NS) string {
 	t.Helper()
 	var b strings.Builder
-	for _, dev := range []string{"sub0", "shp-sub0"} {
-		b.WriteString(testenv.Run(t, ns, "tc", "qdisc", "show", "dev", dev))
-		b.WriteString(testenv.Run(t, ns, "tc", "class", "show", "dev", dev))
-		b.WriteString(testenv.Run(t, ns, "tc", "filter", "show", "dev", dev))
-	}
-	b.WriteString(testenv.Run(t, ns, "tc", "filter", "show", "dev", "sub0", "ingress"))
+	b.WriteString(testenv.Run(t, ns, "tc", "qdisc", "show", "dev", "sub0"))
+	b.WriteString(testenv.Run(t, ns, "tc", "class", "show", "dev", "sub0"))
+	b.WriteString(testenv.Run(t, ns, "tc", "filter", "show", "dev", "sub0"))
+	b.WriteString(testenv.Run(t, ns, "ip", "-br", "link"))
 	b.WriteString(testenv.Run(t, ns, "nft", "list", "table", "inet", "routerd_shaper"))
 	// Counters of unclassified packets (neighbour discovery) are traffic,
 	// not state.
@@ -41,7 +39,8 @@ func within(t *testing.T, what string, got, want float64) {
 }
 
 // TestShapedByPlan: a subscriber with a 20 Mbit/s plan measured with
-// iperf3 through the router in both directions, reshaped to 50 Mbit/s by
+// iperf3 through the router in both directions, over IPv4 and over IPv6
+// (its upload policed by one limit object for both families), reshaped to 50 Mbit/s by
 // ShaperPlan without a restart, and the kernel state unchanged by applying
 // the same shape and the reconcile a second time.
 func TestShapedByPlan(t *testing.T) {
@@ -60,6 +59,14 @@ func TestShapedByPlan(t *testing.T) {
 	}
 	within(t, "download at 20", iperf(t, l, true), 20)
 	within(t, "upload at 20", iperf(t, l, false), 20)
+	// IPv6 by the same subscriber: its address's interval in down6 and
+	// up6, the upload through the same limit object as its IPv4.
+	withIPv6(t, l)
+	within(t, "IPv6 download at 20", iperfTo(t, l, "2001:db8:18::1", true), 20)
+	within(t, "IPv6 upload at 20", iperfTo(t, l, "2001:db8:18::1", false), 20)
+	if nft := testenv.Run(t, l.router, "nft", "list", "table", "inet", "routerd_shaper"); strings.Count(nft, `: "up-10.77.0.10"`) != 2 {
+		t.Errorf("the subscriber's IPv4 and IPv6 upload elements do not both name its one limit object:\n%s", nft)
+	}
 
 	before := kernelState(t, l.router)
 	a, err = bus.Invoke(ctx, env.NC, api.ShaperSet, shape)
@@ -94,7 +101,7 @@ func TestShapedByPlan(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.Count != 1 || len(st.Ifaces) != 1 || st.Ifaces[0].Ifb != "shp-sub0" || st.Ifaces[0].Leaf == "" {
+	if st.Count != 1 || len(st.Ifaces) != 1 || st.Ifaces[0].Upload != "police" || st.Ifaces[0].Ifb != "" || st.Ifaces[0].Leaf == "" {
 		t.Errorf("status: %+v", st)
 	}
 	t.Logf("status: %+v", st)

@@ -37,7 +37,7 @@ func Seed(ctx context.Context, kv *clientv3.Client, shapes []api.Shape) error {
 		if fresh {
 			is.addGroup(g)
 		}
-		r := &record{Shape: *in, Class: classOf(g, p.ip), Node: g.node}
+		r := &record{Shape: *in, Class: classOf(g, p.ip)}
 		if p.p6.IsValid() {
 			r.Prefix6 = p.p6.String()
 		}

@@ -1,8 +1,9 @@
 // Package shaper is the service that holds each subscriber to its plan's
 // rates: traffic control on subscriber-facing interfaces (an HTB root per
 // interface and per /24 group below it, the download class chosen by an
-// nftables map in the forward path, the upload through an ifb per
-// interface), and the ifb links it creates. It acts only in its target
+// nftables map in the forward path) and upload policing in nftables (one
+// limit object per subscriber, chosen by maps on its IPv4 and IPv6 source
+// addresses). It acts only in its target
 // namespace and only while it holds the host's etcd lock, like netcfg. The
 // desired state is in etcd under /router/shaper/ (one key per subscriber,
 // one per plan's rates); a change is stored first and applied second, one
@@ -65,13 +66,19 @@ func New(d Deps) (*Service, error) {
 		h.Close()
 		return nil, err
 	}
-	return &Service{deps: d, st: store.New(d.KV, Name), k: &kern{nl: h}, nft: newNft(c)}, nil
+	sock, err := newNfSock(d.NS)
+	if err != nil {
+		h.Close()
+		return nil, err
+	}
+	return &Service{deps: d, st: store.New(d.KV, Name), k: &kern{nl: h}, nft: newNft(c, sock)}, nil
 }
 
 // Run serves while it holds the host lock (store.Hold), standing by while
 // another replica holds it, until ctx ends.
 func (s *Service) Run(ctx context.Context) error {
 	defer s.k.nl.Close()
+	defer s.nft.sock.close()
 	defer func() {
 		s.mu.Lock()
 		if s.batch != nil {

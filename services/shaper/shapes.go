@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/google/nftables"
 	"github.com/vishvananda/netlink"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"golang.org/x/sys/unix"
@@ -22,13 +21,10 @@ import (
 // record is one stored subscriber: /router/shaper/shapes/<id, escaped>.
 type record struct {
 	api.Shape
-	// Class is the subscriber's class G:m, the same on the interface
-	// (download) and on its ifb (upload): G its /24's group on the
-	// interface, m its last octet + 1.
+	// Class is the subscriber's download class G:m: G its /24's group on
+	// the interface, m its last octet + 1. (Records of earlier versions
+	// also hold "node", their /24's node on the upload ifb: ignored.)
 	Class uint32 `json:"class"`
-	// Node numbers the /24's node in the ifb root's table (1 unless two
-	// /24s of the interface share their third octet).
-	Node uint16 `json:"node"`
 }
 
 // planRecord is a plan's rates as last given by ShaperPlan:
@@ -39,7 +35,6 @@ type planRecord struct {
 
 type group struct {
 	g       uint16
-	node    uint16
 	net24   netip.Addr
 	members int
 }
@@ -136,18 +131,7 @@ func (is *ifaceS) groupFor(ip netip.Addr) (g *group, fresh bool, err error) {
 	if major == 0 {
 		return nil, false, apierr.New(apierr.KindExhausted, "interface %s has no free group for %s/24", is.k.name, n)
 	}
-	used := map[uint16]bool{}
-	o3 := n.As4()[2]
-	for _, og := range is.groups {
-		if og.net24.As4()[2] == o3 {
-			used[og.node] = true
-		}
-	}
-	node := uint16(1)
-	for used[node] {
-		node++
-	}
-	return &group{g: major, node: node, net24: n}, true, nil
+	return &group{g: major, net24: n}, true, nil
 }
 
 func (is *ifaceS) addGroup(g *group) {
@@ -170,7 +154,7 @@ func (s *Service) ready() error {
 }
 
 // Set shapes one subscriber, or changes its rates, address or interface:
-// stored first, then its own classes, upload node and map elements; a
+// stored first, then its own class, map elements and limit object; a
 // kernel refusal takes the stored change out and puts the old kernel state
 // back.
 func (s *Service) Set(ctx context.Context, in *api.Shape) (*api.ShapeAnswer, error) {
@@ -209,7 +193,7 @@ func (s *Service) Set(ctx context.Context, in *api.Shape) (*api.ShapeAnswer, err
 	if err != nil {
 		return nil, err
 	}
-	rec.Class, rec.Node = classOf(g, p.ip), g.node
+	rec.Class = classOf(g, p.ip)
 	if _, err := s.w.Txn().Put(s.shapeKey(in.ID), rec).Commit(ctx); err != nil {
 		return nil, storeErr(err)
 	}
@@ -227,12 +211,16 @@ func (s *Service) Set(ctx context.Context, in *api.Shape) (*api.ShapeAnswer, err
 
 // applySet puts rec into the kernel and the state, removing what old had
 // that rec does not; on failure it leaves the kernel and state as old had
-// them.
+// them. The tc side is the subscriber's class (and its group's, when the
+// first of its /24); the nftables side is one transaction: the changed
+// map elements and, when the upload rate or an address changes, the limit
+// object swapped (limit objects cannot be changed in place: the old
+// elements and object out, the new object and elements in).
 func (s *Service) applySet(is *ifaceS, g *group, fresh bool, old, rec *record, p parsed) error {
 	st := s.state
 	if fresh {
-		if err := s.k.putGroup(is.k, g.g, g.net24, g.node); err != nil {
-			_ = s.k.delGroup(is.k, g.g, g.net24, g.node)
+		if err := s.k.putGroup(is.k, g.g); err != nil {
+			_ = s.k.delGroup(is.k, g.g)
 			return err
 		}
 		is.addGroup(g)
@@ -240,64 +228,36 @@ func (s *Service) applySet(is *ifaceS, g *group, fresh bool, old, rec *record, p
 	sameClass := old != nil && old.Iface == rec.Iface && old.Class == rec.Class
 	undoNew := func() {
 		if !sameClass {
-			_ = s.k.delSub(is.k, rec.Class, p.ip)
+			_ = s.k.delSub(is.k, rec.Class)
 		} else {
-			op, _ := parseShape(&old.Shape)
-			_ = s.k.putSub(is.k, old.Class, op.ip, old.DownMbps, old.UpMbps, false)
+			_ = s.k.putSub(is.k, old.Class, old.DownMbps, false)
 		}
 		if fresh {
-			_ = s.k.delGroup(is.k, g.g, g.net24, g.node)
+			_ = s.k.delGroup(is.k, g.g)
 			is.dropGroup(g)
 		}
 	}
-	if err := s.k.putSub(is.k, rec.Class, p.ip, rec.DownMbps, rec.UpMbps, !sameClass); err != nil {
+	if err := s.k.putSub(is.k, rec.Class, rec.DownMbps, !sameClass); err != nil {
 		undoNew()
 		return err
 	}
-	// The map elements: the old ones out, the new in, one transaction.
-	var del4, add4, del6, add6 []nftables.SetElement
 	var op parsed
 	if old != nil {
 		op, _ = parseShape(&old.Shape)
-		if op.ip != p.ip || old.Class != rec.Class {
-			del4 = elems4(op.ip, old.Class)
-		}
-		if op.p6.IsValid() && (op.p6 != p.p6 || old.Class != rec.Class) {
-			del6 = elems6(op.p6, old.Class)
-		}
 	}
-	if old == nil || op.ip != p.ip || old.Class != rec.Class {
-		add4 = elems4(p.ip, rec.Class)
-	}
-	if p.p6.IsValid() && (old == nil || op.p6 != p.p6 || old.Class != rec.Class) {
-		add6 = elems6(p.p6, rec.Class)
-	}
-	if err := s.nft.change(del4, add4, del6, add6); err != nil {
+	if err := s.nft.apply(setChange(old, op, rec, p)); err != nil {
 		undoNew()
 		return err
 	}
-	// The old classes, and their group when it empties.
+	// The old class, and its group when it empties.
 	if old != nil {
 		delete(st.byIP, op.ip)
 		if op.p6.IsValid() {
 			delete(st.by6, op.p6)
 		}
 		if !sameClass {
-			ois := st.ifaces[old.Iface]
-			if ois != nil {
-				if err := s.k.delSub(ois.k, old.Class, op.ip); err != nil {
-					s.deps.Log.Warn("old classes not removed (the next start's reconcile will)", "id", old.ID, "err", err)
-				}
-				ois.count--
-				if og := ois.byMajor[uint16(old.Class>>16)]; og != nil {
-					og.members--
-					if og.members <= 0 {
-						if err := s.k.delGroup(ois.k, og.g, og.net24, og.node); err != nil {
-							s.deps.Log.Warn("empty group not removed", "iface", old.Iface, "group", og.g, "err", err)
-						}
-						ois.dropGroup(og)
-					}
-				}
+			if ois := st.ifaces[old.Iface]; ois != nil {
+				s.dropClass(ois, old)
 			}
 		}
 	}
@@ -311,6 +271,71 @@ func (s *Service) applySet(is *ifaceS, g *group, fresh bool, old, rec *record, p
 		st.by6[p.p6] = rec.ID
 	}
 	return nil
+}
+
+// setChange is the nftables side of changing old (nil: none) into rec:
+// only the elements and the object that differ.
+func setChange(old *record, op parsed, rec *record, p parsed) *nftChange {
+	c := &nftChange{}
+	if old != nil {
+		if op.ip != p.ip || old.Class != rec.Class {
+			c.del4 = elems4(op.ip, old.Class)
+		}
+		if op.p6.IsValid() && (op.p6 != p.p6 || old.Class != rec.Class) {
+			c.del6 = elems6(op.p6, old.Class)
+		}
+	}
+	if old == nil || op.ip != p.ip || old.Class != rec.Class {
+		c.add4 = elems4(p.ip, rec.Class)
+	}
+	if p.p6.IsValid() && (old == nil || op.p6 != p.p6 || old.Class != rec.Class) {
+		c.add6 = elems6(p.p6, rec.Class)
+	}
+	if old != nil && op.ip == p.ip && op.p6 == p.p6 && old.UpMbps == rec.UpMbps {
+		return c
+	}
+	if old != nil {
+		delUp(c, op)
+	}
+	addUp(c, upLimit(p.ip, rec.UpMbps), p)
+	return c
+}
+
+// delUp takes a subscriber's upload elements and its limit object out.
+func delUp(c *nftChange, p parsed) {
+	obj := upName(p.ip)
+	c.delUp4 = append(c.delUp4, upElems4(p.ip, obj)...)
+	if p.p6.IsValid() {
+		c.delUp6 = append(c.delUp6, upElems6(p.p6, obj)...)
+	}
+	c.delObj = append(c.delObj, obj)
+}
+
+// addUp puts a subscriber's limit object and its upload elements in.
+func addUp(c *nftChange, l limit, p parsed) {
+	c.addObj = append(c.addObj, l)
+	c.addUp4 = append(c.addUp4, upElems4(p.ip, l.name)...)
+	if p.p6.IsValid() {
+		c.addUp6 = append(c.addUp6, upElems6(p.p6, l.name)...)
+	}
+}
+
+// dropClass removes old's class from ois, and its group with the last of
+// its /24; a refusal is logged (the next start's reconcile removes it).
+func (s *Service) dropClass(ois *ifaceS, old *record) {
+	if err := s.k.delSub(ois.k, old.Class); err != nil {
+		s.deps.Log.Warn("old class not removed (the next start's reconcile will)", "id", old.ID, "err", err)
+	}
+	ois.count--
+	if og := ois.byMajor[uint16(old.Class>>16)]; og != nil {
+		og.members--
+		if og.members <= 0 {
+			if err := s.k.delGroup(ois.k, og.g); err != nil {
+				s.deps.Log.Warn("empty group not removed", "iface", old.Iface, "group", og.g, "err", err)
+			}
+			ois.dropGroup(og)
+		}
+	}
 }
 
 // undoStore puts the stored record back as it was before a refused change.
@@ -328,8 +353,9 @@ func (s *Service) undoStore(old *record, id string) {
 	}
 }
 
-// Remove takes one subscriber's shaping away: its record, map elements,
-// upload node and classes (and its group when it was the last of its /24).
+// Remove takes one subscriber's shaping away: its record, map elements and
+// limit object (one transaction), then its class (and its group when it
+// was the last of its /24).
 func (s *Service) Remove(ctx context.Context, in *api.ShapeRef) (*api.ShapeAnswer, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -345,29 +371,17 @@ func (s *Service) Remove(ctx context.Context, in *api.ShapeRef) (*api.ShapeAnswe
 		return nil, storeErr(err)
 	}
 	op, _ := parseShape(&old.Shape)
-	var del6 []nftables.SetElement
+	c := &nftChange{del4: elems4(op.ip, old.Class)}
 	if op.p6.IsValid() {
-		del6 = elems6(op.p6, old.Class)
+		c.del6 = elems6(op.p6, old.Class)
 	}
-	if err := s.nft.change(elems4(op.ip, old.Class), nil, del6, nil); err != nil {
+	delUp(c, op)
+	if err := s.nft.apply(c); err != nil {
 		s.undoStore(old, in.ID)
 		return nil, apierr.Internal(err.Error(), "removing %s's shaping refused by the kernel: rolled back", in.ID)
 	}
-	is := st.ifaces[old.Iface]
-	if is != nil {
-		if err := s.k.delSub(is.k, old.Class, op.ip); err != nil {
-			s.deps.Log.Warn("classes not removed (the next start's reconcile will)", "id", old.ID, "err", err)
-		}
-		is.count--
-		if g := is.byMajor[uint16(old.Class>>16)]; g != nil {
-			g.members--
-			if g.members <= 0 {
-				if err := s.k.delGroup(is.k, g.g, g.net24, g.node); err != nil {
-					s.deps.Log.Warn("empty group not removed", "iface", old.Iface, "group", g.g, "err", err)
-				}
-				is.dropGroup(g)
-			}
-		}
+	if is := st.ifaces[old.Iface]; is != nil {
+		s.dropClass(is, old)
 	}
 	delete(st.recs, in.ID)
 	delete(st.byIP, op.ip)
@@ -380,8 +394,10 @@ func (s *Service) Remove(ctx context.Context, in *api.ShapeRef) (*api.ShapeAnswe
 
 // Plan gives every subscriber of a plan its new rates: the plan's rates
 // and every changed record stored first (transactions of maxTxnOps), then
-// the two classes of each changed in the kernel; a kernel refusal puts the
-// changed classes and records back.
+// the download class of each changed in netlink batches, then every
+// changed limit object swapped in one nftables transaction; a kernel
+// refusal puts the changed classes and records back (the transaction is
+// all or nothing by itself).
 func (s *Service) Plan(ctx context.Context, in *api.PlanRates) (*api.PlanRatesAnswer, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -405,9 +421,8 @@ func (s *Service) Plan(ctx context.Context, in *api.PlanRates) (*api.PlanRatesAn
 		return nil, storeErr(err)
 	}
 	stored := time.Since(t0)
-	if err := s.changeRates(next); err != nil {
-		// Every class back to its old rates, then the records.
-		if uerr := s.changeRates(changed); uerr != nil {
+	if err := s.changeRates(changed, next); err != nil {
+		if uerr := s.changeClasses(changed); uerr != nil {
 			s.deps.Log.Error("classes not put back after a refused reshape (the next start's reconcile will)", "plan", in.Plan, "err", uerr)
 		}
 		uctx, cancel := context.WithTimeout(context.Background(), storeUndoTimeout)
@@ -423,9 +438,28 @@ func (s *Service) Plan(ctx context.Context, in *api.PlanRates) (*api.PlanRatesAn
 	return &api.PlanRatesAnswer{Reshaped: len(next)}, nil
 }
 
-// changeRates sets the two classes of every record to its rates, in
+// changeRates gives every subscriber of to its rates (from: the same
+// subscribers as they are): the download classes, then the limit objects
+// whose rate changes, swapped in one transaction.
+func (s *Service) changeRates(from, to []*record) error {
+	if err := s.changeClasses(to); err != nil {
+		return err
+	}
+	c := &nftChange{}
+	for i, r := range to {
+		if from[i].UpMbps == r.UpMbps {
+			continue
+		}
+		p, _ := parseShape(&r.Shape)
+		delUp(c, p)
+		addUp(c, upLimit(p.ip, r.UpMbps), p)
+	}
+	return s.nft.apply(c)
+}
+
+// changeClasses sets the download class of every record to its rate, in
 // netlink batches.
-func (s *Service) changeRates(recs []*record) error {
+func (s *Service) changeClasses(recs []*record) error {
 	if s.batch == nil {
 		b, err := newBatcher(s.deps.NS)
 		if err != nil {
@@ -433,15 +467,13 @@ func (s *Service) changeRates(recs []*record) error {
 		}
 		s.batch = b
 	}
-	cls := make([]*netlink.HtbClass, 0, 2*len(recs))
+	cls := make([]*netlink.HtbClass, 0, len(recs))
 	for _, r := range recs {
 		is := s.state.ifaces[r.Iface]
 		if is == nil {
 			continue
 		}
-		g := groupQdisc(uint16(r.Class >> 16))
-		cls = append(cls, htbClass(is.k.index, g, r.Class, uint64(r.DownMbps)*1_000_000),
-			htbClass(is.k.ifbIx, g, r.Class, uint64(r.UpMbps)*1_000_000))
+		cls = append(cls, htbClass(is.k.index, groupQdisc(uint16(r.Class>>16)), r.Class, uint64(r.DownMbps)*1_000_000))
 	}
 	_, err := s.batch.changeClasses(cls)
 	return err
@@ -520,7 +552,7 @@ func (s *Service) Status(ctx context.Context, _ *api.None) (*api.ShaperState, er
 	}
 	for _, name := range sortedKeys(s.state.ifaces) {
 		is := s.state.ifaces[name]
-		out.Ifaces = append(out.Ifaces, api.ShaperIface{Name: name, Ifb: is.k.ifb, Subscribers: is.count, Leaf: leaf})
+		out.Ifaces = append(out.Ifaces, api.ShaperIface{Name: name, Upload: "police", Subscribers: is.count, Leaf: leaf})
 	}
 	return out, nil
 }
