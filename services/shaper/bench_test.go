@@ -253,7 +253,7 @@ func tcBatch(b *testing.B, shapes []api.Shape, ifaces int) (time.Duration, time.
 			m := o4 + 1
 			fmt.Fprintf(&tc, "class add dev %s parent %x: classid %x:%x htb rate %dmbit ceil %dmbit quantum %d\n", dev, g, g, m, s.DownMbps, s.DownMbps, max(1600, min(200000, s.DownMbps*12500)))
 			obj := fmt.Sprintf("\"up-%s\"", s.IP)
-			fmt.Fprintf(&nft, " limit %s { rate over %d bytes/second }\n", obj, s.UpMbps*125000)
+			fmt.Fprintf(&nft, " limit up-%s { rate over %d bytes/second }\n", s.IP, s.UpMbps*125000)
 			down4 = append(down4, fmt.Sprintf("%s : %x:%x", s.IP, g, m))
 			up4 = append(up4, fmt.Sprintf("%s : %s", s.IP, obj))
 			if s.Prefix6 != "" {
