@@ -11,6 +11,8 @@ import (
 // versions made to shape upload (the ifb link with the shaper's alias and
 // the redirect filter to it on the interface's ingress qdisc) and nothing
 // else: another ifb, another ingress filter and the ingress qdisc stay.
+// The earlier table (download maps only, one element of no stored
+// subscriber) becomes the current one, the element gone.
 func TestUpgradeDropsUploadIfb(t *testing.T) {
 	l := newLab(t)
 	r := l.router
@@ -22,6 +24,11 @@ func TestUpgradeDropsUploadIfb(t *testing.T) {
 		"u32", "match", "u32", "0", "0", "action", "mirred", "egress", "redirect", "dev", "shp-sub0")
 	testenv.Run(t, r, "tc", "filter", "add", "dev", "sub0", "parent", "ffff:", "prio", "5", "protocol", "all",
 		"u32", "match", "u32", "0", "0", "action", "mirred", "egress", "redirect", "dev", "ifb9")
+	testenv.Run(t, r, "nft", "add table inet routerd_shaper; "+
+		"add map inet routerd_shaper down4 { type ipv4_addr : classid; elements = { 10.77.0.99 : 1:64 } }; "+
+		"add map inet routerd_shaper down6 { type ipv6_addr : classid; flags interval; }; "+
+		"add chain inet routerd_shaper forward { type filter hook forward priority mangle; }; "+
+		"add rule inet routerd_shaper forward meta priority set ip daddr map @down4")
 
 	env := testenv.Start(t)
 	start(t, env, r)
@@ -36,5 +43,9 @@ func TestUpgradeDropsUploadIfb(t *testing.T) {
 	}
 	if q := testenv.Run(t, r, "tc", "qdisc", "show", "dev", "sub0", "ingress"); !strings.Contains(q, "ingress") {
 		t.Errorf("the ingress qdisc was removed:\n%s", q)
+	}
+	nft := testenv.Run(t, r, "nft", "list", "table", "inet", "routerd_shaper")
+	if strings.Contains(nft, "10.77.0.99") || !strings.Contains(nft, "map up6") || strings.Count(nft, "map @") != 4 {
+		t.Errorf("the earlier table was not made the current one:\n%s", nft)
 	}
 }
