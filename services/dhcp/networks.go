@@ -38,8 +38,21 @@ type ifAddrs struct {
 
 // liveAddrs reads the interfaces and their addresses of the namespace the
 // engine serves. (netcfg owns addresses; reading them needs no bus round
-// trip, the engine serves from the same namespace.)
+// trip, the engine serves from the same namespace.) A listing the kernel
+// interrupted with a concurrent change (a VLAN being made, its IPv6
+// addresses settling) is read again.
 func (s *Service) liveAddrs() ([]ifAddrs, error) {
+	var out []ifAddrs
+	var err error
+	for try := 0; try < 10; try++ {
+		if out, err = s.liveAddrsOnce(); !errors.Is(err, netlink.ErrDumpInterrupted) {
+			break
+		}
+	}
+	return out, err
+}
+
+func (s *Service) liveAddrsOnce() ([]ifAddrs, error) {
 	h, err := s.d.NS.Netlink()
 	if err != nil {
 		return nil, err
@@ -49,17 +62,23 @@ func (s *Service) liveAddrs() ([]ifAddrs, error) {
 	if err != nil {
 		return nil, err
 	}
+	// One dump of every address (AddrList of one link dumps them all and
+	// filters: a dump per link made this quadratic in the VLANs).
+	all, err := h.AddrList(nil, netlink.FAMILY_ALL)
+	if err != nil {
+		return nil, err
+	}
+	byLink := map[int][]netlink.Addr{}
+	for _, a := range all {
+		byLink[a.LinkIndex] = append(byLink[a.LinkIndex], a)
+	}
 	var out []ifAddrs
 	for _, l := range links {
 		if l.Attrs().Flags&net.FlagLoopback != 0 {
 			continue
 		}
 		ia := ifAddrs{name: l.Attrs().Name}
-		addrs, err := h.AddrList(l, netlink.FAMILY_ALL)
-		if err != nil {
-			return nil, err
-		}
-		for _, a := range addrs {
+		for _, a := range byLink[l.Attrs().Index] {
 			ip, ok := netip.AddrFromSlice(a.IP)
 			if !ok {
 				continue
