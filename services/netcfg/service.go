@@ -21,6 +21,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"routerd.dev/proto/event"
+	"routerd.dev/services/netcfg/link"
 	"routerd.dev/services/netcfg/route"
 	"routerd.dev/services/netcfg/vlan"
 	"routerd.dev/shared/bus"
@@ -69,6 +70,8 @@ type Service struct {
 	net netState
 	// diag reads the socket table (NETLINK_INET_DIAG) of the namespace.
 	diag *netlink.Handle
+	// bt is the reconcile's batch socket in the namespace.
+	bt *link.Batcher
 }
 
 // New builds the service with a netlink handle in the target namespace.
@@ -102,13 +105,22 @@ func New(d Deps) (*Service, error) {
 	vlans.Serving = dhcpServer{nc: d.NC, routes: routes}
 	vlans.Uses = users{nc: d.NC, log: d.Log}
 	vlans.Log = d.Log
-	svc := &Service{deps: d, nl: nl, st: st, routes: routes, vlans: vlans, pub: bus.NewPublisher(d.NC, Name, d.Log)}
+	// The reconcile's batches go through a socket of their own in the
+	// target namespace.
+	var bt *link.Batcher
+	if err := d.NS.Do(func() (err error) { bt, err = link.NewBatcher(); return err }); err != nil {
+		nl.Close()
+		return nil, fmt.Errorf("netcfg: batch socket: %w", err)
+	}
+	vlans.UseBatcher(bt)
+	svc := &Service{deps: d, nl: nl, st: st, routes: routes, vlans: vlans, pub: bus.NewPublisher(d.NC, Name, d.Log), bt: bt}
 	svc.net.started = d.Now()
 	// sock_diag (the SSH sessions of the lock-out rules) needs a socket of
 	// its own family, opened in the target namespace: the route handle
 	// would open one in whatever namespace the thread is in.
 	if svc.diag, err = netlink.NewHandleAt(vnetns.NsHandle(d.NS.FD()), unix.NETLINK_INET_DIAG); err != nil {
 		nl.Close()
+		bt.Close()
 		return nil, fmt.Errorf("netcfg: sock_diag handle: %w", err)
 	}
 	// An ioctl socket in the target namespace for the drivers and speeds
@@ -128,6 +140,7 @@ func New(d Deps) (*Service, error) {
 func (s *Service) Run(ctx context.Context) error {
 	defer s.nl.Close()
 	defer s.diag.Close()
+	defer s.bt.Close()
 	defer func() {
 		s.net.mu.Lock()
 		s.stopTimerLocked()

@@ -90,6 +90,9 @@ type Change struct {
 type Manager struct {
 	mu sync.Mutex
 	nl *netlink.Handle
+	// Batch, when set (a socket in the same namespace), makes Apply
+	// create missing links in batches instead of one round trip each.
+	Batch *Batcher
 }
 
 // New manages links through nl (bound to the target namespace).
@@ -108,12 +111,25 @@ var ErrUnsupported = errors.New("this kernel cannot create VLAN links (802.1Q su
 // finishes the job); desired must be valid (Check) and its parents must
 // exist or be in desired.
 func (m *Manager) Apply(desired []VLAN) ([]Change, error) {
+	changes, _, err := m.ApplyIndexed(desired)
+	return changes, err
+}
+
+// ApplyIndexed is Apply, also returning the index of every link of the
+// namespace it knows of afterwards by name (the ones listed at its start
+// and the ones it made), so its caller need not list the links again.
+func (m *Manager) ApplyIndexed(desired []VLAN) ([]Change, map[string]int, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	live, index, err := m.live()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	changes, err := m.apply(desired, live, index)
+	return changes, index, err
+}
+
+func (m *Manager) apply(desired []VLAN, live map[string]liveLink, index map[string]int) ([]Change, error) {
 	want := map[string]VLAN{}
 	for _, v := range desired {
 		if err := v.Check(); err != nil {
@@ -162,6 +178,9 @@ func (m *Manager) Apply(desired []VLAN) ([]Change, error) {
 	sort.Slice(names, func(i, j int) bool {
 		return depth(names[i]) < depth(names[j]) || depth(names[i]) == depth(names[j]) && names[i] < names[j]
 	})
+	if m.Batch != nil {
+		return m.addBatched(names, want, live, index, recreate, changes)
+	}
 	for _, name := range names {
 		w := want[name]
 		if l, ok := live[name]; ok {
@@ -195,18 +214,32 @@ func (m *Manager) Apply(desired []VLAN) ([]Change, error) {
 // is for reconciling the whole set). A link of that name that netcfg did
 // not create is refused, never changed.
 func (m *Manager) Ensure(v VLAN) ([]Change, error) {
+	changes, _, err := m.EnsureIndexed(v)
+	return changes, err
+}
+
+// EnsureIndexed is Ensure, also returning the link's index when it made
+// it (0 when it was there): a new link has no addresses yet, so its
+// caller can add them without listing any.
+func (m *Manager) EnsureIndexed(v VLAN) ([]Change, int, error) {
 	if err := v.Check(); err != nil {
-		return nil, fmt.Errorf("%s: %w", v.Name, err)
+		return nil, 0, fmt.Errorf("%s: %w", v.Name, err)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	l, err := m.nl.LinkByName(v.Name)
 	if err != nil {
-		if _, err := m.add(v, 0); err != nil {
-			return nil, err
+		idx, err := m.add(v, 0)
+		if err != nil {
+			return nil, 0, err
 		}
-		return []Change{{Op: "add", Name: v.Name}}, nil
+		return []Change{{Op: "add", Name: v.Name}}, idx, nil
 	}
+	changes, err := m.ensureLive(v, l)
+	return changes, 0, err
+}
+
+func (m *Manager) ensureLive(v VLAN, l netlink.Link) ([]Change, error) {
 	ll := m.describe(l)
 	if !ll.owned {
 		return nil, fmt.Errorf("%s exists and is not routerd's: not touched", v.Name)
@@ -255,6 +288,9 @@ func (m *Manager) add(v VLAN, parentIndex int) (int, error) {
 			return 0, fmt.Errorf("%s: parent %s: %w", v.Name, v.Parent, err)
 		}
 		parentIndex = parent.Attrs().Index
+	}
+	if m.Batch != nil {
+		return m.addOne(v, parentIndex)
 	}
 	proto := netlink.VLAN_PROTOCOL_8021Q
 	if v.Protocol == Dot1AD {

@@ -104,8 +104,14 @@ func listing(t *testing.T, ns *netns.NS) string {
 // Apply reconciles both ways: it creates the desired 802.1Q VLAN, S-VLAN
 // and C-VLAN inside it, deletes a link of its own that is no longer
 // desired, leaves the operator's VLAN alone; the second apply changes
-// nothing, and the complete listing says so.
+// nothing, and the complete listing says so. Both ways of making links:
+// a request at a time, and in batches (the reconcile's).
 func TestFullKernelApplyTwice(t *testing.T) {
+	t.Run("one by one", func(t *testing.T) { applyTwice(t, false) })
+	t.Run("batched", func(t *testing.T) { applyTwice(t, true) })
+}
+
+func applyTwice(t *testing.T, batched bool) {
 	ns := testenv.Netns(t)
 	fullKernel(t, ns)
 	testenv.Run(t, ns, "ip", "link", "add", "ge0", "type", "veth", "peer", "name", "peer0")
@@ -124,6 +130,12 @@ func TestFullKernelApplyTwice(t *testing.T) {
 	}
 	defer nl.Close()
 	m := link.New(nl)
+	if batched {
+		if err := ns.Do(func() (err error) { m.Batch, err = link.NewBatcher(); return err }); err != nil {
+			t.Fatal(err)
+		}
+		defer m.Batch.Close()
+	}
 	desired := []link.VLAN{
 		{Name: "svlan200.300", Parent: "svlan200", ID: 300, Protocol: link.Dot1Q, Up: true},
 		{Name: "vlan100", Parent: "ge0", ID: 100, Protocol: link.Dot1Q, Up: true},

@@ -18,7 +18,9 @@ import (
 	"time"
 
 	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netlink/nl"
 	vnetns "github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
 
 	"routerd.dev/proto/api"
 	"routerd.dev/proto/event"
@@ -73,6 +75,9 @@ type Book struct {
 	links *link.Manager
 	// idx holds the addresses the conflict check looks at (see addrIndex).
 	idx *addrIndex
+	// bt batches the reconcile's link and address requests (UseBatcher);
+	// nil: one netlink round trip each.
+	bt  *link.Batcher
 	now func() time.Time
 	// Serving runs the serving steps of a new VLAN (the dhcp service's
 	// operations, asked over the bus by the service); nil serves nothing
@@ -196,6 +201,52 @@ func (b *Book) putRec(recs map[string]Record, r Record) {
 func (b *Book) delRec(recs map[string]Record, name string) {
 	delete(recs, name)
 	b.idx.setStored("vlan:"+name, name, nil)
+}
+
+// UseBatcher makes the reconcile create links and add addresses in
+// batches through bt (a socket in the same namespace).
+func (b *Book) UseBatcher(bt *link.Batcher) {
+	b.mu.Lock()
+	b.bt, b.links.Batch = bt, bt
+	b.mu.Unlock()
+}
+
+// addrAdd is one address the reconcile adds.
+type addrAdd struct {
+	link int
+	name string
+	p    netip.Prefix
+}
+
+// addAll adds the addresses, in batches when there is a Batcher, and
+// returns each one's error; the address index learns the ones added.
+func (b *Book) addAll(adds []addrAdd) []error {
+	errs := make([]error, len(adds))
+	if b.bt != nil && len(adds) > 0 {
+		reqs := make([]*nl.NetlinkRequest, len(adds))
+		for i, a := range adds {
+			reqs[i] = link.AddrAddRequest(a.link, a.p)
+		}
+		res, _ := b.bt.Do(reqs)
+		for i, r := range res {
+			if r.Err != nil && !errors.Is(r.Err, unix.EEXIST) {
+				errs[i] = r.Err
+			}
+		}
+	} else {
+		for i, a := range adds {
+			l := &netlink.Device{LinkAttrs: netlink.LinkAttrs{Index: a.link, Name: a.name}}
+			if err := b.nl.AddrAdd(l, toAddr(a.p)); err != nil && !errors.Is(err, unix.EEXIST) {
+				errs[i] = err
+			}
+		}
+	}
+	for i, a := range adds {
+		if errs[i] == nil {
+			b.idx.kernel(kernelChange{link: a.link, p: a.p, add: true})
+		}
+	}
+	return errs
 }
 
 // Follow keeps the kernel part of the address index (the namespace's
@@ -457,10 +508,24 @@ func (b *Book) Create(ctx context.Context, in *api.VLANAdd) (*api.VLANAddAnswer,
 // calls, however many VLANs there are).
 func (b *Book) apply(recs map[string]Record, name string) error {
 	r := recs[name]
-	if _, err := b.links.Ensure(r.link()); err != nil {
+	_, made, err := b.links.EnsureIndexed(r.link())
+	if err != nil {
 		return err
 	}
-	_, _, err := b.syncAddrs(name, r.addrs(), true)
+	if made != 0 {
+		// A new link has no addresses: add them, nothing to list.
+		adds := make([]addrAdd, 0, len(r.IPs)+len(r.IPs6))
+		for _, p := range r.addrs() {
+			adds = append(adds, addrAdd{link: made, name: name, p: p})
+		}
+		for i, err := range b.addAll(adds) {
+			if err != nil {
+				return fmt.Errorf("add %s to %s: %w", adds[i].p, name, err)
+			}
+		}
+		return nil
+	}
+	_, _, err = b.syncAddrs(name, r.addrs(), true)
 	return err
 }
 
@@ -682,7 +747,7 @@ func (b *Book) Reconcile(ctx context.Context) (changes []string, problems []stri
 		return nil, nil, err
 	}
 	phase("records")
-	lc, err := b.links.Apply(desired(recs))
+	lc, index, err := b.links.ApplyIndexed(desired(recs))
 	phase("links")
 	for _, c := range lc {
 		changes = append(changes, c.Op+" "+c.Name)
@@ -690,35 +755,58 @@ func (b *Book) Reconcile(ctx context.Context) (changes []string, problems []stri
 	if err != nil {
 		problems = append(problems, err.Error())
 	}
-	live, err := liveAddrs(b.nl)
+	// One dump of every address; the links' indexes come from the link
+	// reconcile, which listed them (or made them).
+	as, err := link.Addrs(b.nl, nil, netlink.FAMILY_ALL)
 	if err != nil {
-		return changes, problems, err
+		return changes, problems, fmt.Errorf("listing addresses: %w", err)
 	}
-	all, err := link.Links(b.nl)
-	if err != nil {
-		return changes, problems, err
+	live := map[int][]netip.Prefix{}
+	for _, a := range as {
+		if p, ok := prefixOf(a); ok {
+			live[a.LinkIndex] = append(live[a.LinkIndex], p)
+		}
 	}
-	byName := make(map[string]netlink.Link, len(all))
-	for _, l := range all {
-		byName[l.Attrs().Name] = l
-	}
-	phase("dumps")
+	phase("dump")
+	var adds []addrAdd
 	for _, r := range recs {
-		l, ok := byName[r.Name]
+		i, ok := index[r.Name]
 		if !ok {
 			problems = append(problems, r.Name+": link missing after the reconcile")
 			continue
 		}
-		added, removed, err := b.syncKnown(l, live[r.Name], r.addrs(), true)
+		have := map[netip.Prefix]bool{}
+		for _, p := range live[i] {
+			have[p] = true
+		}
+		wanted := map[netip.Prefix]bool{}
+		for _, p := range r.addrs() {
+			wanted[p] = true
+			if !have[p] {
+				adds = append(adds, addrAdd{link: i, name: r.Name, p: p})
+			}
+		}
+		// Its own link: what is not stored goes.
+		l := &netlink.Device{LinkAttrs: netlink.LinkAttrs{Index: i, Name: r.Name}}
+		for p := range have {
+			if wanted[p] {
+				continue
+			}
+			if err := b.nl.AddrDel(l, toAddr(p)); err != nil {
+				problems = append(problems, fmt.Sprintf("remove %s from %s: %v", p, r.Name, err))
+				continue
+			}
+			b.idx.kernel(kernelChange{link: i, p: p})
+			changes = append(changes, "address del "+p.String()+" dev "+r.Name)
+		}
+	}
+	for k, err := range b.addAll(adds) {
+		a := adds[k]
 		if err != nil {
-			problems = append(problems, err.Error())
+			problems = append(problems, fmt.Sprintf("add %s to %s: %v", a.p, a.name, err))
+			continue
 		}
-		for _, a := range added {
-			changes = append(changes, "address add "+a+" dev "+r.Name)
-		}
-		for _, a := range removed {
-			changes = append(changes, "address del "+a+" dev "+r.Name)
-		}
+		changes = append(changes, "address add "+a.p.String()+" dev "+a.name)
 	}
 	phase("addresses")
 	ports, err := b.portAddrs(ctx)
