@@ -8,10 +8,16 @@ import (
 	"runtime"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
+	"routerd.dev/proto/api"
+	"routerd.dev/proto/event"
 	"routerd.dev/shared/testenv"
 )
 
@@ -19,22 +25,41 @@ import (
 // plan: stored with its index keys in one etcd transaction, reserved in
 // the real dhcp service, shaped by the shaper's stand-in on the bus) at
 // 1,000 and 10,000 clients (ROUTERD_BENCH_CLIENTS overrides the larger
-// count; run once: -bench Clients -benchtime 1x, as root;
-// ROUTERD_BENCH_REAL=1 runs the real shaper and firewall in the namespace
-// instead of their stand-ins):
+// count; run once: -bench 'Clients$' -benchtime 1x, as root):
 //
 //   - adds_per_s: the first n-200 added by 8 callers at once;
 //   - add_p50_ms/add_p99_ms: the last 200 added one at a time (the
-//     latency of one add with n clients stored);
+//     latency of one add with n clients stored), each then offered its
+//     address by dhcp to a DHCPDISCOVER from its MAC (offer_p50_ms, the
+//     probe's round trip; an add without that offer fails the run);
 //   - suspend_p50_ms, plan_p50_ms: one POST /suspend, one POST /plan;
 //   - plan_rates_ms: POST /plans with new rates for the plan of n-100
-//     clients (the shaper reshapes them all in one plans.rates);
+//     clients (the shaper reshapes them all in one plans.rates), and
+//     events_ms until the last of its n-100 client.reshaped events came
+//     (a different count fails the run);
 //   - list_ms, active_ms: GET /clients and GET /clients/active of all;
 //   - reconcile_ms: the reconcile of every client's effects (paging dhcp,
 //     shaper and firewall, nothing to change);
-//   - heap_MB: the test process's heap in use (etcd, NATS, dhcp and the
-//     gateway share it).
-func BenchmarkClients(b *testing.B) {
+//   - heap_MB, rss_MB: the test process's heap in use and resident size
+//     (etcd, NATS, dhcp and the gateway share it).
+func BenchmarkClients(b *testing.B) { benchSizes(b, false) }
+
+// BenchmarkClientsKernel is BenchmarkClients with the real shaper and
+// firewall services in the router's namespace (created by the test, as is
+// the subscriber side's), and the kernel's own word on when each change
+// was applied: the namespace's tc and nftables announcements are watched
+// (kernelWatch) and, per request, the latest one of the owner's kind after
+// the request was sent is when it was done in the kernel:
+//
+//   - ready_p50_ms/ready_p99_ms: from POST /clients sent to the last of
+//     the shaper's classes, filters and map elements for the client
+//     announced (its reservation precedes: dhcp is asked first, and its
+//     offer is checked after the answer); an add with none fails the run;
+//   - suspend_kernel_p50_ms: from POST /suspend to the firewall's element;
+//   - plan_kernel_p50_ms: from POST /plan to the shaper's class change.
+func BenchmarkClientsKernel(b *testing.B) { benchSizes(b, true) }
+
+func benchSizes(b *testing.B, real bool) {
 	big := 10000
 	if s := os.Getenv("ROUTERD_BENCH_CLIENTS"); s != "" {
 		big, _ = strconv.Atoi(s)
@@ -44,7 +69,7 @@ func BenchmarkClients(b *testing.B) {
 	for _, n := range []int{1000, big} {
 		b.Run(fmt.Sprint(n), func(b *testing.B) {
 			for range b.N {
-				benchClients(b, n)
+				benchClients(b, n, real)
 			}
 		})
 	}
@@ -63,12 +88,18 @@ func pct(d []time.Duration, p float64) float64 {
 	return float64(d[int(float64(len(d)-1)*p)]) / float64(time.Millisecond)
 }
 
-func benchClients(b *testing.B, n int) {
+func benchClients(b *testing.B, n int, real bool) {
 	b.StopTimer()
-	r := newRig(b, os.Getenv("ROUTERD_BENCH_REAL") != "")
+	r := newRig(b, real)
+	// The subscribers' side of the served link in a namespace of its own:
+	// the DHCP probe's frames come to the router from outside.
+	sub := testenv.Netns(b)
 	testenv.Run(b, r.ns, "ip", "link", "add", "bench0", "type", "veth", "peer", "name", "bench1")
+	testenv.Run(b, r.ns, "ip", "link", "set", "bench1", "netns", sub.Path())
+	testenv.Run(b, sub, "ip", "link", "set", "bench1", "up")
 	testenv.Run(b, r.ns, "ip", "link", "set", "bench0", "up")
 	testenv.Run(b, r.ns, "ip", "addr", "add", "10.64.0.1/14", "dev", "bench0")
+	probe := newDHCPProbe(b, sub, "bench1")
 	if st, m := r.do(b, "POST", "/net", map[string]any{"iface": "bench0"}); st != 201 {
 		b.Fatalf("POST /net: %d %v", st, m)
 	}
@@ -105,9 +136,31 @@ func benchClients(b *testing.B, n int) {
 	close(next)
 	wg.Wait()
 	rate := float64(bulk) / time.Since(t0).Seconds()
-	var lat []time.Duration
+	var kw *kernelWatch
+	if real {
+		kw = watchKernel(b, r.ns)
+	}
+	shaperKind := func(k string) bool { return k == "tc" || k == "nft:routerd_shaper" }
+	var lat, ready, offers []time.Duration
 	for i := bulk; i < n; i++ {
+		t := time.Now()
 		lat = append(lat, add(i))
+		o := time.Now()
+		ip, err := probe.offer(benchMAC(i), 2*time.Second)
+		if err != nil || ip != benchIP(i) {
+			b.Fatalf("client %d (%s %s) added, but dhcp offers %q: %v", i, benchMAC(i), benchIP(i), ip, err)
+		}
+		offers = append(offers, time.Since(o))
+		if kw != nil {
+			at, ok := kw.last(t, shaperKind)
+			for w := time.Now().Add(time.Second); !ok && time.Now().Before(w); at, ok = kw.last(t, shaperKind) {
+				time.Sleep(time.Millisecond)
+			}
+			if !ok {
+				b.Fatalf("client %d added, but no shaper change announced by the kernel (%v)", i, kw)
+			}
+			ready = append(ready, at.Sub(t))
+		}
 	}
 	b.StopTimer()
 	timed := func(k int, f func(i int)) []time.Duration {
@@ -119,22 +172,63 @@ func benchClients(b *testing.B, n int) {
 		}
 		return d
 	}
+	// inKernel is how long after t the latest announced change of a kind
+	// came (the real owners only).
+	var suspK, planK []time.Duration
+	inKernel := func(t time.Time, into *[]time.Duration, what string, kind func(string) bool) {
+		if kw == nil {
+			return
+		}
+		at, ok := kw.last(t, kind)
+		for w := time.Now().Add(time.Second); !ok && time.Now().Before(w); at, ok = kw.last(t, kind) {
+			time.Sleep(time.Millisecond)
+		}
+		if !ok {
+			b.Fatalf("%s: no change announced by the kernel (%v)", what, kw)
+		}
+		*into = append(*into, at.Sub(t))
+	}
 	susp := timed(100, func(i int) {
+		t := time.Now()
 		if st, m := r.do(b, "POST", "/suspend", map[string]any{"mac": benchMAC(i)}); st != 200 {
 			b.Fatalf("suspend: %d %v", st, m)
 		}
+		inKernel(t, &suspK, "suspend", func(k string) bool { return k == "nft:routerd_firewall" })
 	})
 	plan := timed(100, func(i int) {
+		t := time.Now()
 		if st, m := r.do(b, "POST", "/plan", map[string]any{"mac": benchMAC(i), "plan": "fast"}); st != 200 {
 			b.Fatalf("plan: %d %v", st, m)
 		}
+		inKernel(t, &planK, "plan change", shaperKind)
 	})
-	// New rates of the plan most clients are on: one POST /plans.
+	// New rates of the plan most clients are on: one POST /plans, and a
+	// client.reshaped event for each of its n-100 clients.
+	var events atomic.Int64
+	var lastEvent atomic.Int64
+	es, err := r.env.NC.Subscribe(event.Subject("subscribers", api.ClientReshaped), func(*nats.Msg) {
+		events.Add(1)
+		lastEvent.Store(time.Now().UnixNano())
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	_ = r.env.NC.Flush()
+	rt0 := time.Now()
 	rates := timed(1, func(int) {
 		if st, m := r.do(b, "POST", "/plans", map[string]any{"name": "bench", "down_mbps": 30, "up_mbps": 15}); st != 200 {
 			b.Fatalf("plan rates: %d %v", st, m)
 		}
 	})
+	for end := time.Now().Add(30 * time.Second); events.Load() < int64(n-100) && time.Now().Before(end); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(100 * time.Millisecond)
+	es.Unsubscribe()
+	if got := events.Load(); got != int64(n-100) {
+		b.Fatalf("%d client.reshaped events for the plan's %d clients", got, n-100)
+	}
+	eventsAt := time.Duration(lastEvent.Load() - rt0.UnixNano())
 	list := timed(3, func(int) {
 		if st, m := r.do(b, "GET", "/clients", nil); st != 200 || m["count"] != float64(n) {
 			b.Fatalf("list: %d %v", st, m["count"])
@@ -157,11 +251,38 @@ func benchClients(b *testing.B, n int) {
 	b.ReportMetric(rate, "adds_per_s")
 	b.ReportMetric(pct(lat, 0.5), "add_p50_ms")
 	b.ReportMetric(pct(lat, 0.99), "add_p99_ms")
+	b.ReportMetric(pct(offers, 0.5), "offer_p50_ms")
+	if kw != nil {
+		b.ReportMetric(pct(ready, 0.5), "ready_p50_ms")
+		b.ReportMetric(pct(ready, 0.99), "ready_p99_ms")
+		b.ReportMetric(pct(suspK, 0.5), "suspend_kernel_p50_ms")
+		b.ReportMetric(pct(planK, 0.5), "plan_kernel_p50_ms")
+		if o := kw.overflows(); o > 0 {
+			b.Logf("the kernel dropped announcements %d times: a change may have been missed", o)
+		}
+	}
 	b.ReportMetric(pct(susp, 0.5), "suspend_p50_ms")
 	b.ReportMetric(pct(plan, 0.5), "plan_p50_ms")
 	b.ReportMetric(pct(rates, 0.5), "plan_rates_ms")
+	b.ReportMetric(float64(eventsAt)/float64(time.Millisecond), "events_ms")
 	b.ReportMetric(pct(list, 0.5), "list_ms")
 	b.ReportMetric(pct(active, 0.5), "active_ms")
 	b.ReportMetric(float64(rec)/float64(time.Millisecond), "reconcile_ms")
 	b.ReportMetric(float64(ms.HeapInuse)/(1<<20), "heap_MB")
+	b.ReportMetric(rssMB(), "rss_MB")
+}
+
+// rssMB is the process's resident size (VmRSS), 0 when unreadable.
+func rssMB() float64 {
+	raw, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(string(raw), "\n") {
+		if f := strings.Fields(l); len(f) == 3 && f[0] == "VmRSS:" {
+			kb, _ := strconv.ParseFloat(f[1], 64)
+			return kb / 1024
+		}
+	}
+	return 0
 }
