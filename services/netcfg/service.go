@@ -169,9 +169,6 @@ func (s *Service) serve(ctx context.Context, lock *store.Lock) error {
 		}
 		return fmt.Errorf("netcfg: settling the network document: %w", err)
 	}
-	// The address index follows the namespace's addresses for the term
-	// (conflict checks of new addresses read it instead of a dump).
-	go s.vlans.Follow(ctx, vnetns.NsHandle(s.deps.NS.FD()))
 	// Links and addresses first: routes may go out through them.
 	t0 := time.Now()
 	changes, problems, err := s.vlans.Reconcile(ctx)
@@ -184,6 +181,11 @@ func (s *Service) serve(ctx context.Context, lock *store.Lock) error {
 	for _, p := range problems {
 		s.deps.Log.Warn("link or address not reconciled", "problem", p)
 	}
+	// The address index follows the namespace's addresses for the rest of
+	// the term (conflict checks of new addresses read it instead of a
+	// dump); it starts after the reconcile, whose thousands of changes it
+	// would otherwise follow one notification at a time.
+	go s.vlans.Follow(ctx, vnetns.NsHandle(s.deps.NS.FD()))
 	if len(changes) > 0 || len(problems) > 0 {
 		s.deps.Log.Info("links and addresses reconciled with the store", "changes", len(changes), "took", time.Since(t0).Round(time.Millisecond))
 		if len(changes) <= 100 {
