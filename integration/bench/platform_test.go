@@ -23,6 +23,7 @@ import (
 	"routerd.dev/gateway"
 	"routerd.dev/proto/api"
 	pb "routerd.dev/proto/bus"
+	"routerd.dev/services/firewall"
 	"routerd.dev/services/netcfg"
 	"routerd.dev/services/subscribers"
 	"routerd.dev/services/system"
@@ -43,8 +44,9 @@ type platform struct {
 	handlers map[string]bus.Handler
 }
 
-// setup runs subscribers, system and (as root) netcfg on an in-process bus
-// and an embedded etcd, with the gateway on a loopback port.
+// setup runs subscribers, system, netcfg and firewall (the last two in a
+// namespace, as root) on an in-process bus and an embedded etcd, with the
+// gateway on a loopback port.
 func setup(b *testing.B) *platform {
 	b.Helper()
 	env := testenv.Start(b)
@@ -69,6 +71,13 @@ func setup(b *testing.B) *platform {
 		b.Fatal(err)
 	}
 	add(nc.Endpoints(), nc.Run)
+	// GET /status asks the firewall too: without it every status would
+	// wait out the bus's grace for a service that is (re)starting.
+	fw, err := firewall.New(firewall.Deps{NC: env.NC, KV: env.KV, NS: ns, Log: benchLog})
+	if err != nil {
+		b.Fatal(err)
+	}
+	add(fw.Endpoints(), fw.Run)
 
 	gw, err := gateway.New(gateway.Config{APIKey: key, NC: env.NC, Log: benchLog})
 	if err != nil {
@@ -83,7 +92,7 @@ func setup(b *testing.B) *platform {
 	p.url = "http://" + l.Addr().String()
 	wctx, wcancel := context.WithTimeout(ctx, 20*time.Second)
 	defer wcancel()
-	if missing := bus.WaitUp(wctx, env.NC, subscribers.Name, system.Name, netcfg.Name); missing != nil {
+	if missing := bus.WaitUp(wctx, env.NC, subscribers.Name, system.Name, netcfg.Name, firewall.Name); missing != nil {
 		b.Fatalf("services never registered: %v", missing)
 	}
 	return p

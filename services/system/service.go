@@ -7,8 +7,6 @@ package system
 import (
 	"context"
 	"log/slog"
-	"sync"
-
 	"time"
 
 	"golang.org/x/sync/singleflight"
@@ -140,41 +138,37 @@ type others struct {
 	dhcp   string
 }
 
-// others asks them together: the answer takes as long as the slowest
-// service, not the sum of them.
+// others asks them together: every question is sent before any answer
+// is waited for (no goroutine per question), so the answer takes as long
+// as the slowest service, not the sum of them.
 func (s *Service) others(ctx context.Context) *others {
-	var (
-		wg sync.WaitGroup
-		o  others
-	)
-	wg.Add(4)
-	go func() { defer wg.Done(); o.counts = ask(s, ctx, api.ClientsSummary) }()
-	go func() { defer wg.Done(); o.spoof = ask(s, ctx, api.AntispoofModeGet) }()
-	go func() { defer wg.Done(); o.ifs = ask(s, ctx, api.InterfacesCount) }()
-	go func() { defer wg.Done(); o.dhcp = s.serviceState("dhcp") }()
-	wg.Wait()
-	return &o
-}
-
-// ask calls another service; a service that is not running leaves the
-// field at its zero value rather than failing the whole status.
-func ask[Resp any](s *Service, ctx context.Context, op api.Op[api.None, Resp]) *Resp {
 	ctx, cancel := context.WithTimeout(ctx, askTimeout)
 	defer cancel()
-	out, err := bus.Invoke(ctx, s.deps.NC, op, &api.None{})
+	counts := bus.Start(ctx, s.deps.NC, api.ClientsSummary, &api.None{})
+	spoof := bus.Start(ctx, s.deps.NC, api.AntispoofModeGet, &api.None{})
+	ifs := bus.Start(ctx, s.deps.NC, api.InterfacesCount, &api.None{})
+	dhcp := bus.AskUp(s.deps.NC, "dhcp", 300*time.Millisecond)
+	o := &others{
+		counts: answer(s, api.ClientsSummary, counts),
+		spoof:  answer(s, api.AntispoofModeGet, spoof),
+		ifs:    answer(s, api.InterfacesCount, ifs),
+		dhcp:   "stopped",
+	}
+	if dhcp() {
+		o.dhcp = "running"
+	}
+	return o
+}
+
+// answer is another service's answer; a service that is not running leaves
+// the field at its zero value rather than failing the whole status.
+func answer[Resp any](s *Service, op api.Op[api.None, Resp], p *bus.Pending[Resp]) *Resp {
+	out, err := p.Wait()
 	if err != nil {
 		s.deps.Log.Debug("status: service did not answer", "subject", op.Subject(), "err", err)
 		return nil
 	}
 	return out
-}
-
-// serviceState asks micro's discovery whether any instance of name is up.
-func (s *Service) serviceState(name string) string {
-	if bus.Up(s.deps.NC, name, 300*time.Millisecond) {
-		return "running"
-	}
-	return "stopped"
 }
 
 // Endpoints are the service's operations; Run serves them on the bus, and

@@ -71,45 +71,81 @@ func DecodeReply(msg *nats.Msg) (*pb.Reply, error) {
 // deadline (api.DefaultTimeout when it has none). A subject nobody serves
 // is a 503 naming the service, not a hang.
 func Call(ctx context.Context, nc *nats.Conn, subject string, req *pb.Request) (*pb.Reply, error) {
+	return send(ctx, nc, subject, req).wait()
+}
+
+// sent is a request on the bus whose answer is not read yet: send and
+// wait are Call's two halves, so one goroutine can have several requests
+// out at once.
+type sent struct {
+	ctx     context.Context
+	cancel  context.CancelFunc // ends ctx once the answer is read; may be nil
+	nc      *nats.Conn
+	subject string
+	size    int
+	w       *waiter
+	failed  error // before anything was published: wait returns it as it is
+	pubErr  error // publishing failed
+}
+
+func send(ctx context.Context, nc *nats.Conn, subject string, req *pb.Request) *sent {
+	s := &sent{ctx: ctx, nc: nc, subject: subject}
 	data, err := json.Marshal(req)
 	if err != nil {
-		return nil, fmt.Errorf("bus: encode request: %w", err)
+		s.failed = fmt.Errorf("bus: encode request: %w", err)
+		return s
 	}
+	s.size = len(data)
 	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, api.DefaultTimeout)
-		defer cancel()
+		s.ctx, s.cancel = context.WithTimeout(ctx, api.DefaultTimeout)
 	}
-	dl, _ := ctx.Deadline()
+	dl, _ := s.ctx.Deadline()
 	msg := &nats.Msg{Subject: subject, Data: data, Header: nats.Header{}}
 	msg.Header.Set(DeadlineHeader, strconv.FormatInt(dl.UnixMilli(), 10))
 	if len(data) > spillAt(nc) {
-		name, err := spill(ctx, nc, data)
+		name, err := spill(s.ctx, nc, data)
 		if err != nil {
-			return nil, err
+			s.failed = err
+			return s
 		}
 		msg.Data = nil
 		msg.Header.Set(SpillHeader, name)
 	}
-	resp, err := nc.RequestMsgWithContext(ctx, msg)
+	s.w, s.pubErr = publishRequest(s.ctx, nc, msg)
+	return s
+}
+
+// wait reads the answer; it is called once per send.
+func (s *sent) wait() (*pb.Reply, error) {
+	if s.cancel != nil {
+		defer s.cancel()
+	}
+	if s.failed != nil {
+		return nil, s.failed
+	}
+	var resp *nats.Msg
+	err := s.pubErr
+	if err == nil {
+		resp, err = s.w.wait(s.ctx)
+	}
 	switch {
 	case errors.Is(err, nats.ErrNoResponders):
-		return nil, &unanswered{apierr.Unavailable("the %s service is not running (nothing serves %s)", serviceOf(subject), subject), true}
+		return nil, &unanswered{apierr.Unavailable("the %s service is not running (nothing serves %s)", serviceOf(s.subject), s.subject), true}
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout):
-		return nil, &unanswered{apierr.Unavailable("the %s service did not answer in time (%s); try again", serviceOf(subject), subject), false}
+		return nil, &unanswered{apierr.Unavailable("the %s service did not answer in time (%s); try again", serviceOf(s.subject), s.subject), false}
 	case errors.Is(err, nats.ErrMaxPayload):
-		return nil, apierr.New(apierr.KindTooLarge, "request of %d bytes too large for the bus (at most %d)", len(data), nc.MaxPayload())
+		return nil, apierr.New(apierr.KindTooLarge, "request of %d bytes too large for the bus (at most %d)", s.size, s.nc.MaxPayload())
 	case err != nil:
-		return nil, fmt.Errorf("bus: request %s: %w", subject, err)
+		return nil, fmt.Errorf("bus: request %s: %w", s.subject, err)
 	}
 	if name := resp.Header.Get(SpillHeader); name != "" {
-		if resp.Data, err = unspill(ctx, nc, name); err != nil {
+		if resp.Data, err = unspill(s.ctx, s.nc, name); err != nil {
 			return nil, err
 		}
 	}
 	rep, err := DecodeReply(resp)
 	if err != nil {
-		return nil, fmt.Errorf("bus: reply from %s: %w", subject, err)
+		return nil, fmt.Errorf("bus: reply from %s: %w", s.subject, err)
 	}
 	return rep, nil
 }
@@ -136,33 +172,65 @@ const noResponderGrace = time.Second
 // 503 the caller can act on (etcd transactions make the change wholly
 // applied or not at all).
 func CallOp(ctx context.Context, nc *nats.Conn, m *api.Meta, req *pb.Request) (*pb.Reply, error) {
+	return startOp(ctx, nc, m, req).wait()
+}
+
+// opCall is CallOp with its first attempt sent and its answer not read.
+type opCall struct {
+	ctx    context.Context
+	cancel context.CancelFunc // may be nil
+	nc     *nats.Conn
+	m      *api.Meta
+	req    *pb.Request
+	start  time.Time
+	first  *sent
+}
+
+func startOp(ctx context.Context, nc *nats.Conn, m *api.Meta, req *pb.Request) *opCall {
+	c := &opCall{ctx: ctx, nc: nc, m: m, req: req, start: time.Now()}
 	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, m.TimeoutOrDefault())
-		defer cancel()
+		c.ctx, c.cancel = context.WithTimeout(ctx, m.TimeoutOrDefault())
 	}
-	if !m.Read {
-		return Call(ctx, nc, m.Subject(), req)
+	c.first = c.attempt()
+	return c
+}
+
+// attempt sends the request once; a read's attempt is bounded by
+// m.Attempt.
+func (c *opCall) attempt() *sent {
+	if !c.m.Read {
+		return send(c.ctx, c.nc, c.m.Subject(), c.req)
 	}
-	start := time.Now()
+	actx, cancel := context.WithTimeout(c.ctx, c.m.AttemptOrDefault())
+	s := send(actx, c.nc, c.m.Subject(), c.req)
+	s.cancel = cancel
+	return s
+}
+
+func (c *opCall) wait() (*pb.Reply, error) {
+	if c.cancel != nil {
+		defer c.cancel()
+	}
+	rep, err := c.first.wait()
+	if !c.m.Read {
+		return rep, err
+	}
 	for backoff := 20 * time.Millisecond; ; backoff = min(2*backoff, 200*time.Millisecond) {
-		actx, cancel := context.WithTimeout(ctx, m.AttemptOrDefault())
-		rep, err := Call(actx, nc, m.Subject(), req)
-		cancel()
 		var u *unanswered
-		if err == nil || ctx.Err() != nil || !errors.As(err, &u) {
+		if err == nil || c.ctx.Err() != nil || !errors.As(err, &u) {
 			return rep, err
 		}
 		if u.noResponders {
-			if time.Since(start) > noResponderGrace {
+			if time.Since(c.start) > noResponderGrace {
 				return nil, err
 			}
 			select {
-			case <-ctx.Done():
+			case <-c.ctx.Done():
 				return nil, err
 			case <-time.After(backoff):
 			}
 		}
+		rep, err = c.attempt().wait()
 	}
 }
 
@@ -172,17 +240,44 @@ func CallOp(ctx context.Context, nc *nats.Conn, m *api.Meta, req *pb.Request) (*
 // answer comes back as an *apierr.Error of the answer's kind, with its
 // message and extra fields.
 func Invoke[Req, Resp any](ctx context.Context, nc *nats.Conn, op api.Op[Req, Resp], in *Req) (*Resp, error) {
+	return Start(ctx, nc, op, in).Wait()
+}
+
+// Pending is an operation's request on its way (Start); Wait reads its
+// answer.
+type Pending[Resp any] struct {
+	m      *api.Meta
+	c      *opCall
+	failed error
+}
+
+// Start sends op's request and returns without waiting for the answer:
+// Invoke in two halves. A caller that asks several services starts every
+// request first and then waits for each, so they work at the same time
+// without a goroutine per question. Wait must be called once for every
+// Start: it releases the request's deadline and reply subscription.
+func Start[Req, Resp any](ctx context.Context, nc *nats.Conn, op api.Op[Req, Resp], in *Req) *Pending[Resp] {
 	m := op.Describe()
 	args, err := json.Marshal(in)
 	if err != nil {
-		return nil, fmt.Errorf("bus: encode %s request: %w", m.Subject(), err)
+		return &Pending[Resp]{m: m, failed: fmt.Errorf("bus: encode %s request: %w", m.Subject(), err)}
 	}
 	o := api.OriginOf(ctx)
 	method := http.MethodPost
 	if m.Read {
 		method = http.MethodGet
 	}
-	rep, err := CallOp(ctx, nc, m, &pb.Request{Method: method, Args: args, Caller: o.Caller, By: o.By, RequestID: o.RequestID, Action: o.Action})
+	req := &pb.Request{Method: method, Args: args, Caller: o.Caller, By: o.By, RequestID: o.RequestID, Action: o.Action}
+	return &Pending[Resp]{m: m, c: startOp(ctx, nc, m, req)}
+}
+
+// Wait waits for the answer of a Start and returns it typed, as Invoke
+// does.
+func (p *Pending[Resp]) Wait() (*Resp, error) {
+	if p.failed != nil {
+		return nil, p.failed
+	}
+	rep, err := p.c.wait()
 	if err != nil {
 		return nil, err
 	}
@@ -191,7 +286,7 @@ func Invoke[Req, Resp any](ctx context.Context, nc *nats.Conn, op api.Op[Req, Re
 	}
 	out := new(Resp)
 	if err := json.Unmarshal(rep.Body, out); err != nil {
-		return nil, fmt.Errorf("bus: decode %s answer: %w", m.Subject(), err)
+		return nil, fmt.Errorf("bus: decode %s answer: %w", p.m.Subject(), err)
 	}
 	return out, nil
 }

@@ -17,8 +17,23 @@ func ReadySubject(name string) string { return api.SubjectPrefix + "." + name + 
 // endpoint in place, within timeout. (micro's discovery ping answers
 // before a service's endpoints are subscribed, so it is not asked.)
 func Up(nc *nats.Conn, name string, timeout time.Duration) bool {
-	_, err := nc.Request(ReadySubject(name), nil, timeout)
-	return err == nil
+	return AskUp(nc, name, timeout)()
+}
+
+// AskUp is Up in two halves: the question is sent now, and the function it
+// returns waits for the answer (call it once), so a caller can ask it
+// alongside other questions without a goroutine of its own.
+func AskUp(nc *nats.Conn, name string, timeout time.Duration) func() bool {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	w, err := publishRequest(ctx, nc, &nats.Msg{Subject: ReadySubject(name)})
+	return func() bool {
+		defer cancel()
+		if err != nil {
+			return false
+		}
+		_, err := w.wait(ctx)
+		return err == nil
+	}
 }
 
 // WaitUp waits until every named service answers discovery or ctx ends,
