@@ -8,7 +8,9 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
+	"time"
 
 	"routerd.dev/gateway"
 	"routerd.dev/proto/api"
@@ -35,19 +37,41 @@ func echo(ctx context.Context, r *echoReq) (*echoAnswer, error) {
 	return &echoAnswer{Name: r.Name, N: r.N}, nil
 }
 
+// idle is how long echoWait's domain method waits, in a blocking system
+// call as etcd's fsync does (a timer would be rounded up to the
+// millisecond of the runtime's network poller): long enough for the
+// idle CPUs to go to sleep.
+const idle = 300 * time.Microsecond
+
+func wait() {
+	ts := syscall.NsecToTimespec(idle.Nanoseconds())
+	_ = syscall.Nanosleep(&ts, nil)
+}
+
+var echoWaitOp = api.Define[echoReq, echoAnswer](api.Meta{Service: "bench", Name: "echowait.put", Summary: "echo after a wait",
+	REST: []api.REST{{Method: "POST", Path: "/echo-wait"}}})
+
+func echoWait(ctx context.Context, r *echoReq) (*echoAnswer, error) {
+	wait()
+	return &echoAnswer{Name: r.Name, N: r.N}, nil
+}
+
 // BenchmarkHop isolates the platform's own cost: an operation whose domain
 // method does nothing, called directly (decode, rules, answer, as the
 // adapter does), over the bus (Invoke), and through HTTP and the gateway.
 // The difference is what the gateway and the bus add to every operation.
+// The -wait300 forms are the same with a domain method (and, for
+// http-only, a handler) that waits 300 µs, as a change waits for etcd:
+// what the hops add once the machine has gone idle meanwhile.
 func BenchmarkHop(b *testing.B) {
 	nc := testenv.NATS(b)
-	ep := bus.Bind(echoOp, echo)
-	svc, err := bus.Serve(nc, bus.ServiceConfig{Name: "bench", Version: "1.0.0", Endpoints: []bus.Endpoint{ep}, Log: benchLog})
+	eps := map[bool]bus.Endpoint{false: bus.Bind(echoOp, echo), true: bus.Bind(echoWaitOp, echoWait)}
+	svc, err := bus.Serve(nc, bus.ServiceConfig{Name: "bench", Version: "1.0.0", Endpoints: []bus.Endpoint{eps[false], eps[true]}, Log: benchLog})
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { svc.Stop() })
-	gw, err := gateway.New(gateway.Config{APIKey: key, NC: nc, Log: benchLog, Table: []api.Operation{echoOp}})
+	gw, err := gateway.New(gateway.Config{APIKey: key, NC: nc, Log: benchLog, Table: []api.Operation{echoOp, echoWaitOp}})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -60,42 +84,51 @@ func BenchmarkHop(b *testing.B) {
 	wg.Add(1)
 	go func() { defer wg.Done(); _ = gw.Serve(ctx, l) }()
 	b.Cleanup(func() { cancel(); wg.Wait() })
-	url := "http://" + l.Addr().String() + "/echo"
 	body := `{"name":"gold","n":500}`
-	for _, mode := range []string{"direct", "bus", "gateway", "http-only"} {
-		b.Run(mode, func(b *testing.B) {
-			var lat latencies
-			var raw net.Listener
-			if mode == "http-only" {
-				// The floor: a bare Go HTTP round trip on loopback.
-				raw, _ = net.Listen("tcp", "127.0.0.1:0")
-				go http.Serve(raw, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-					_, _ = io.Copy(io.Discard, r.Body)
-					w.Header().Set("Content-Type", "application/json")
-					_, _ = w.Write([]byte("{\n    \"ok\": true\n}\n"))
-				}))
-				defer raw.Close()
-			}
-			for i := 0; i < b.N; i++ {
-				lat.time(func() {
-					switch mode {
-					case "direct":
-						if _, _, err := ep.Handler(context.Background(), envelope(body)); err != nil {
-							b.Fatal(err)
+	for _, waits := range []bool{false, true} {
+		op, ep, path, suffix := echoOp, eps[false], "/echo", ""
+		if waits {
+			op, ep, path, suffix = echoWaitOp, eps[true], "/echo-wait", "-wait300"
+		}
+		url := "http://" + l.Addr().String() + path
+		for _, mode := range []string{"direct", "bus", "gateway", "http-only"} {
+			b.Run(mode+suffix, func(b *testing.B) {
+				var lat latencies
+				var raw net.Listener
+				if mode == "http-only" {
+					// The floor: a bare Go HTTP round trip on loopback.
+					raw, _ = net.Listen("tcp", "127.0.0.1:0")
+					go http.Serve(raw, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+						_, _ = io.Copy(io.Discard, r.Body)
+						if waits {
+							wait()
 						}
-					case "bus":
-						if _, err := bus.Invoke(context.Background(), nc, echoOp, &echoReq{Name: "gold", N: 500}); err != nil {
-							b.Fatal(err)
+						w.Header().Set("Content-Type", "application/json")
+						_, _ = w.Write([]byte("{\n    \"ok\": true\n}\n"))
+					}))
+					defer raw.Close()
+				}
+				for i := 0; i < b.N; i++ {
+					lat.time(func() {
+						switch mode {
+						case "direct":
+							if _, _, err := ep.Handler(context.Background(), envelope(body)); err != nil {
+								b.Fatal(err)
+							}
+						case "bus":
+							if _, err := bus.Invoke(context.Background(), nc, op, &echoReq{Name: "gold", N: 500}); err != nil {
+								b.Fatal(err)
+							}
+						case "gateway":
+							post(b, url, body)
+						default:
+							post(b, "http://"+raw.Addr().String()+path, body)
 						}
-					case "gateway":
-						post(b, url, body)
-					default:
-						post(b, "http://"+raw.Addr().String()+"/echo", body)
-					}
-				})
-			}
-			lat.report(b)
-		})
+					})
+				}
+				lat.report(b)
+			})
+		}
 	}
 }
 
