@@ -118,23 +118,24 @@ func TestCallConcurrentAnswers(t *testing.T) {
 // Requests started together are served at the same time: three that each
 // take 400 ms are all answered within twice that (one after the other
 // would take three times), each with its own answer, from one goroutine;
-// an operation nobody serves is the 503 Invoke would give.
+// an operation nobody serves is the 503 Invoke would give. (The responder
+// is a plain subscription answering each request from a goroutine of its
+// own: a micro endpoint's queue group may hand two of them to the same
+// worker.)
 func TestStartAsksAtOnce(t *testing.T) {
 	nc := testenv.NATS(t)
-	serve(t, nc, bus.Bind(thingsPut, func(ctx context.Context, in *thing) (*thingAnswer, error) {
-		time.Sleep(400 * time.Millisecond)
-		return &thingAnswer{Thing: *in}, nil
-	}))
+	echoResponder(t, nc, thingsGet.Subject(), func(string) time.Duration { return 400 * time.Millisecond }, func(string) int { return 1 })
+	serve(t, nc) // the service "test", for AskUp
 	begin := time.Now()
-	var ps []*bus.Pending[thingAnswer]
+	var ps []*bus.Pending[thing]
 	for i := 0; i < 3; i++ {
-		ps = append(ps, bus.Start(context.Background(), nc, thingsPut, &thing{Name: "abc", N: i}))
+		ps = append(ps, bus.Start(context.Background(), nc, thingsGet, &thing{Name: "abc", N: i}))
 	}
 	up := bus.AskUp(nc, "test", time.Second)
-	none := bus.Start(context.Background(), nc, thingsGet, &thing{Name: "abc"})
+	none := bus.Start(context.Background(), nc, thingsPut, &thing{Name: "abc"})
 	for i, p := range ps {
 		out, err := p.Wait()
-		if err != nil || out.Thing.N != i {
+		if err != nil || out.N != i {
 			t.Fatalf("answer %d: %+v %v", i, out, err)
 		}
 	}
