@@ -24,7 +24,7 @@ TEST_P ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 1) * 2 )))
 # tier (deploy/vm: Debian's kernel under QEMU, the host's binaries over 9p).
 VM_PKGS := ./services/netcfg/link/ ./services/netcfg/ ./integration/e2e/ ./services/shaper/
 
-.PHONY: all build run run-vm test lint unit race vm e2e bench bench-dhcp deps clean openapi bench-vlan
+.PHONY: all build run run-vm test lint unit race vm e2e bench bench-dhcp deps clean openapi bench-vlan bench-subscribers
 
 all: build
 
@@ -99,6 +99,10 @@ clean:
 ## bench-shaper: the shaper at 1,000 and 100,000 subscribers, full build against tc -batch, one set p50/p99, a plan of 10,000, the restart reconcile (the 100,000 builds take many minutes here).
 bench-shaper:
 	cd services/shaper && ROUTERD_BENCH_SHAPER=1000,100000 go test -timeout 90m -count=1 -run '^$$' -bench BenchmarkShaper -benchtime 1x -v . 2>&1 | grep -E '^(Benchmark|---|    bench_test|PASS|FAIL|ok)'
+
+## bench-subscribers: clients through the API at 1,000 and 10,000 (CLIENTS=100000 for the larger run) with the real shaper, firewall and dhcp in namespaces: add rate, POST /clients to shaped in the kernel p50/p99, suspend, plan changes, GET /clients and /clients/active, reconcile, memory (about a minute at 10,000).
+bench-subscribers:
+	cd services/subscribers && ROUTERD_BENCH_CLIENTS=$(or $(CLIENTS),10000) go test -timeout 90m -count=1 -run '^$$' -bench '^BenchmarkClientsKernel$$' -benchtime 1x . 2>&1 | grep -E '^(Benchmark|---|PASS|FAIL|ok)'
 
 ## bench-firewall: anti-spoofing at 100,000 bindings: the rebuild and one change against nft -f and nft add element, packets per second off / 1,000 / 100,000 (about two minutes).
 bench-firewall:
