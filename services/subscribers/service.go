@@ -9,6 +9,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -54,6 +55,9 @@ type Service struct {
 	// kick asks the background loop for a reconcile of every owner (after
 	// an import).
 	kick chan struct{}
+	// events are the client.reshaped publications under way; Run waits
+	// for them before it returns.
+	events sync.WaitGroup
 }
 
 // New builds the service.
@@ -84,15 +88,23 @@ func New(d Deps) *Service {
 		return a.OLTs, nil
 	}
 	// New rates of a plan reshape all its clients at once (the shaper),
-	// each then reported by a client.reshaped event; an event not
-	// published never fails the change.
+	// each then reported by a client.reshaped event. The events follow the
+	// answer rather than hold it (reading 10,000 records and publishing
+	// them took half a second, as long again as the reshape); an event
+	// not published never fails the change.
 	s.plans.Reshape = func(ctx context.Context, p plan.Plan) error {
 		if _, err := s.onBus.ReshapePlan(ctx, &api.PlanRates{Plan: p.Name, DownMbps: p.DownMbps, UpMbps: p.UpMbps}); err != nil {
 			return err
 		}
-		if n, err := s.clients.Reshaped(ctx, p.Name); err != nil {
-			d.Log.Warn("client.reshaped events not all published", "plan", p.Name, "published", n, "err", err)
-		}
+		s.events.Add(1)
+		go func(ctx context.Context) {
+			defer s.events.Done()
+			ctx, cancel := context.WithTimeout(ctx, time.Minute)
+			defer cancel()
+			if n, err := s.clients.Reshaped(ctx, p.Name); err != nil {
+				d.Log.Warn("client.reshaped events not all published", "plan", p.Name, "published", n, "err", err)
+			}
+		}(context.WithoutCancel(ctx))
 		return nil
 	}
 	return s
@@ -107,11 +119,13 @@ func (s *Service) Clients() *client.Book { return s.clients }
 // ExpiryEvery.
 func (s *Service) Run(ctx context.Context) error {
 	go s.background(ctx)
-	return bus.Run(ctx, s.deps.NC, bus.ServiceConfig{
+	err := bus.Run(ctx, s.deps.NC, bus.ServiceConfig{
 		Name: Name, Version: "1.0.0", Description: "MAC clients, plans and fibre services",
 		Log:       s.deps.Log,
 		Endpoints: s.Endpoints(),
 	})
+	s.events.Wait()
+	return err
 }
 
 func (s *Service) background(ctx context.Context) {
