@@ -114,14 +114,20 @@ func TestLargeBodiesSpill(t *testing.T) {
 	}}})
 	big := strings.Repeat("0123456789abcdef", int(nc.MaxPayload())/16+1000)
 	args, _ := json.Marshal(big)
-	var rep *pb.Reply
-	testenv.Eventually(t, 10*time.Second, func() error {
-		cctx, ccancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer ccancel()
-		var err error
-		rep, err = bus.Call(cctx, nc, subject, &pb.Request{Method: http.MethodPost, Args: args})
-		return err // not declared yet
-	})
+	// One call, once the service is up, with time to spare: an attempt
+	// that found nobody, or gave up before its answer came (the race
+	// detector makes 8 MiB slow), would leave its body in the bucket.
+	wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
+	defer wcancel()
+	if missing := bus.WaitUp(wctx, nc, "test"); missing != nil {
+		t.Fatalf("service never up: %v", missing)
+	}
+	cctx, ccancel := context.WithTimeout(context.Background(), time.Minute)
+	defer ccancel()
+	rep, err := bus.Call(cctx, nc, subject, &pb.Request{Method: http.MethodPost, Args: args})
+	if err != nil {
+		t.Fatal(err)
+	}
 	var got []string
 	if rep.Status != http.StatusOK || json.Unmarshal(rep.Body, &got) != nil || len(got) != 2 || got[0] != big || got[1] != big {
 		t.Fatalf("reply %d, %d bytes, want both %d-byte strings back", rep.Status, len(rep.Body), len(big))
