@@ -125,19 +125,7 @@ type worker struct {
 	pub        *Publisher
 }
 
-// eventKey carries, in a request's context, where the operation's adapter
-// (Bind) leaves the event of a change for the worker to publish once the
-// answer is sent: the caller does not wait for the event's encoding, nor
-// the bus for its delivery (and, with the event stream, its storing),
-// ahead of the answer. The event still goes out from the same connection
-// right after the answer, before the worker takes its next request.
-type eventKey struct{}
-
-type pendingEvent struct {
-	kind string
-	req  *pb.Request
-	data any
-}
+type publisherKey struct{}
 
 func (w *worker) handle(r micro.Request, ep Endpoint) {
 	var req pb.Request
@@ -165,13 +153,9 @@ func (w *worker) handle(r micro.Request, ep Endpoint) {
 	}
 
 	ctx = api.WithOrigin(ctx, api.Origin{Caller: req.Caller, By: req.By, RequestID: req.RequestID, Action: req.Action})
-	var ev pendingEvent
-	ctx = context.WithValue(ctx, eventKey{}, &ev)
+	ctx = context.WithValue(ctx, publisherKey{}, w.pub)
 	status, body, err := safeCall(ctx, ep.Handler, &req)
 	w.respond(r, ep.Subject, &req, status, body, err)
-	if err == nil && ev.kind != "" {
-		w.pub.Publish(ev.kind, ev.req, ev.data)
-	}
 }
 
 func safeCall(ctx context.Context, h Handler, req *pb.Request) (status int, body any, err error) {
@@ -231,10 +215,13 @@ func (w *worker) respond(r micro.Request, subject string, req *pb.Request, statu
 	}
 	// The answer is in the connection's buffer and nats.go's flusher,
 	// readied on this P, writes it out once this goroutine yields. A
-	// change has bookkeeping to do (the log line, half of this function's
-	// time when profiled, and the event): yield first, so the answer
-	// travels before it and the caller waits for neither. A read that
-	// succeeded has none, and yields by returning.
+	// change or an error has a log line to write (half of this function's
+	// time when profiled): yield first, so the answer travels before it
+	// and the caller does not wait for it. A read that succeeded logs
+	// nothing, and yields by returning. (The event stays ahead of the
+	// answer, on the same connection: it reaches the bus before the caller
+	// can make its next change, so a tap sees one client's changes in the
+	// order it made them.)
 	if req.Method != http.MethodGet || ae != nil {
 		runtime.Gosched()
 	}
@@ -282,9 +269,9 @@ type Raw struct {
 // Bind makes the endpoint of op from a typed domain method: the adapter
 // decodes the arguments into a Req (body, then query, then path
 // parameters; the action form's strings leniently), checks the field
-// rules, calls fn, sets the answer's {ok, code} head, leaves the
-// operation's event for the worker to publish once the answer is sent, and
-// turns fn's error into the error answer of its kind.
+// rules, calls fn, sets the answer's {ok, code} head, publishes the
+// operation's event, and turns fn's error into the error answer of its
+// kind.
 func Bind[Req, Resp any](op api.Op[Req, Resp], fn func(context.Context, *Req) (*Resp, error)) Endpoint {
 	m := op.Describe()
 	return Endpoint{Subject: m.Subject(), Concurrency: m.ConcurrencyOrDefault(),
@@ -309,8 +296,8 @@ func Bind[Req, Resp any](op api.Op[Req, Resp], fn func(context.Context, *Req) (*
 			if e, ok := any(out).(api.Evented); ok {
 				kind, data = e.EventOf()
 			}
-			if ev, _ := ctx.Value(eventKey{}).(*pendingEvent); ev != nil && kind != "" {
-				ev.kind, ev.req, ev.data = kind, req, data
+			if p, _ := ctx.Value(publisherKey{}).(*Publisher); p != nil && kind != "" {
+				p.Publish(kind, req, data)
 			}
 			return status, out, nil
 		}}
