@@ -239,6 +239,16 @@ func (m *Manager) EnsureIndexed(v VLAN) ([]Change, int, error) {
 	return changes, 0, err
 }
 
+// Make creates a link its caller knows is absent, returning its index.
+func (m *Manager) Make(v VLAN) (int, error) {
+	if err := v.Check(); err != nil {
+		return 0, fmt.Errorf("%s: %w", v.Name, err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.add(v, 0)
+}
+
 func (m *Manager) ensureLive(v VLAN, l netlink.Link) ([]Change, error) {
 	ll := m.describe(l)
 	if !ll.owned {

@@ -340,12 +340,9 @@ func nonNil(s []string) []string {
 // conflict finds an address on another interface whose subnet overlaps p:
 // live in the kernel or stored (a disabled VLAN's addresses count). It
 // asks the address index, and dumps the kernel's addresses only while the
-// index is not following them.
-func (b *Book) conflict(ctx context.Context, iface string, p netip.Prefix, recs map[string]Record) (string, error) {
-	self := 0
-	if l, err := b.nl.LinkByName(iface); err == nil {
-		self = l.Attrs().Index
-	}
+// index is not following them. self is the interface's link index, 0 when
+// it has none yet.
+func (b *Book) conflict(ctx context.Context, iface string, self int, p netip.Prefix, recs map[string]Record) (string, error) {
 	for {
 		e, found, ok := b.idx.conflict(p, iface, self)
 		if !ok {
@@ -461,7 +458,7 @@ func (b *Book) Create(ctx context.Context, in *api.VLANAdd) (*api.VLANAddAnswer,
 		if note != "" {
 			notes = append(notes, note)
 		}
-		if c, err := b.conflict(ctx, name, p, recs); err != nil {
+		if c, err := b.conflict(ctx, name, 0, p, recs); err != nil { // no link of that name: looked at above
 			return nil, err
 		} else if c != "" && !in.Force {
 			return nil, apierr.Conflict("%s overlaps %s; pass force to add it anyway", p, c).With("conflict", c).With("field", f.field)
@@ -481,7 +478,7 @@ func (b *Book) Create(ctx context.Context, in *api.VLANAdd) (*api.VLANAddAnswer,
 		return nil, err
 	}
 	b.putRec(recs, rec)
-	if err := b.apply(recs, name); err != nil {
+	if err := b.applyNew(rec); err != nil {
 		b.delRec(recs, name)
 		_, _ = b.st.Txn().Delete(b.key(name)).Commit(context.WithoutCancel(ctx))
 		_ = b.links.Remove(name)
@@ -513,20 +510,35 @@ func (b *Book) apply(recs map[string]Record, name string) error {
 		return err
 	}
 	if made != 0 {
-		// A new link has no addresses: add them, nothing to list.
-		adds := make([]addrAdd, 0, len(r.IPs)+len(r.IPs6))
-		for _, p := range r.addrs() {
-			adds = append(adds, addrAdd{link: made, name: name, p: p})
-		}
-		for i, err := range b.addAll(adds) {
-			if err != nil {
-				return fmt.Errorf("add %s to %s: %w", adds[i].p, name, err)
-			}
-		}
-		return nil
+		return b.addNew(r, made)
 	}
 	_, _, err = b.syncAddrs(name, r.addrs(), true)
 	return err
+}
+
+// addNew adds the addresses of a link just made (it has none yet: nothing
+// to list).
+func (b *Book) addNew(r Record, index int) error {
+	adds := make([]addrAdd, 0, len(r.IPs)+len(r.IPs6))
+	for _, p := range r.addrs() {
+		adds = append(adds, addrAdd{link: index, name: r.Name, p: p})
+	}
+	for i, err := range b.addAll(adds) {
+		if err != nil {
+			return fmt.Errorf("add %s to %s: %w", adds[i].p, r.Name, err)
+		}
+	}
+	return nil
+}
+
+// applyNew makes the link of a new VLAN (none of its name exists: Create
+// looked) and adds its addresses, listing nothing.
+func (b *Book) applyNew(r Record) error {
+	made, err := b.links.Make(r.link())
+	if err != nil {
+		return err
+	}
+	return b.addNew(r, made)
 }
 
 func (b *Book) get(ctx context.Context, name string) (Record, int64, error) {
@@ -838,7 +850,8 @@ func (b *Book) AddAddr(ctx context.Context, in *api.AddrChange) (*api.AddrAnswer
 	if err != nil {
 		return nil, err
 	}
-	if _, err := b.nl.LinkByName(in.Iface); err != nil {
+	l, err := b.nl.LinkByName(in.Iface)
+	if err != nil {
 		return nil, apierr.NotFound("interface %s not found", in.Iface).With("field", "iface")
 	}
 	recs, err := b.records(ctx)
@@ -846,7 +859,7 @@ func (b *Book) AddAddr(ctx context.Context, in *api.AddrChange) (*api.AddrAnswer
 		return nil, err
 	}
 	force := in.Force && api.OriginOf(ctx).Action != "" // no override over REST
-	if c, err := b.conflict(ctx, in.Iface, p, recs); err != nil {
+	if c, err := b.conflict(ctx, in.Iface, l.Attrs().Index, p, recs); err != nil {
 		return nil, err
 	} else if c != "" && !force {
 		return nil, apierr.Conflict("the subnet of %s is already on another interface: %s", p, c).With("conflict", c)
