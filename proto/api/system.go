@@ -87,8 +87,11 @@ type ConfigOwner struct {
 
 func configOwner(service, paths string, streamed ...string) ConfigOwner {
 	return ConfigOwner{Service: service, Streamed: streamed,
+		// One attempt as long as the whole timeout: rendering 100,000
+		// records takes seconds, and a read asked again after the default
+		// attempt would start a second rendering beside the first.
 		Export: Define[None, ConfigDocuments](Meta{
-			Service: service, Name: "config.export", Read: true,
+			Service: service, Name: "config.export", Read: true, Timeout: 45 * time.Second, Attempt: 45 * time.Second,
 			Summary: "The service's configuration as named documents (" + paths + ") for saved versions, backup and restore.",
 		}),
 		Import: Define[ConfigDocuments, ConfigImported](Meta{
@@ -259,7 +262,7 @@ type RestoreAnswer struct {
 var (
 	// BackupGet is GET /backup.
 	BackupGet = Define[None, BackupArchive](Meta{
-		Service: "system", Name: "backup.get", REST: []REST{{"GET", "/backup"}}, Read: true, Timeout: 60 * time.Second,
+		Service: "system", Name: "backup.get", REST: []REST{{"GET", "/backup"}}, Read: true, Timeout: 60 * time.Second, Attempt: 60 * time.Second,
 		Summary: "A .tar.gz (application/gzip, Content-Disposition with a timestamped file name) of etc/ (the configuration documents) and data/ (an etcd snapshot taken at one revision, and a manifest). 500 {error, detail} on failure. The archive is made as a stream, put in chunks in the bus's object store (ROUTER_ARCHIVES) and streamed by the gateway to the client: never whole in memory nor in one bus message. No action form.",
 	})
 	// Restore is POST /restore.

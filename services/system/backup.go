@@ -126,6 +126,7 @@ func writeArchive(w io.Writer, docs []confdoc.Source, snapshot io.Reader, m Mani
 
 // backup answers GET /backup with the archive (a raw answer: not JSON).
 func (s *Service) backup(ctx context.Context, _ *pb.Request) (int, any, error) {
+	start := time.Now()
 	set, err := s.collect(ctx)
 	if err != nil {
 		ae := apierr.From(err)
@@ -136,6 +137,7 @@ func (s *Service) backup(ctx context.Context, _ *pb.Request) (int, any, error) {
 	}
 	defer s.release(ctx, set)
 	docs := s.sources(ctx, set)
+	gathered := time.Since(start)
 	// A revision read just before the snapshot: the snapshot is the whole
 	// database at one revision (at least this one).
 	rev := int64(0)
@@ -165,7 +167,8 @@ func (s *Service) backup(ctx context.Context, _ *pb.Request) (int, any, error) {
 	if err != nil {
 		return 0, nil, apierr.Internal(err.Error(), "backup failed")
 	}
-	s.deps.Log.Info("backup archive made", "object", object, "bytes", info.Size, "documents", len(docs), "revision", rev)
+	s.deps.Log.Info("backup archive made", "object", object, "bytes", info.Size, "documents", len(docs), "revision", rev,
+		"gathered_in", gathered.Round(time.Millisecond), "took", time.Since(start).Round(time.Millisecond))
 	return 200, bus.Raw{ContentType: "application/gzip", Headers: map[string]string{
 		"Content-Disposition":   `attachment; filename="` + name + `"`,
 		api.ArchiveObjectHeader: api.ArchiveBucket + "/" + object,

@@ -18,8 +18,9 @@ import (
 	"routerd.dev/shared/docobj"
 )
 
-// exportTimeout bounds the question to each owner for its documents.
-const exportTimeout = 10 * time.Second
+// exportTimeout bounds the question to each owner for its documents (an
+// owner renders 100,000 clients in a few seconds).
+const exportTimeout = 45 * time.Second
 
 // docSet is a configuration as its owners gave it: documents as text,
 // and those that grow with the subscribers (etc/clients.json,

@@ -44,8 +44,9 @@ func Bucket(ctx context.Context, nc *nats.Conn) (jetstream.ObjectStore, error) {
 }
 
 // InlineMax is the largest document Render gives as text: a few of them
-// fit one bus message beside each other.
-const InlineMax = 256 << 10
+// fit one bus message beside each other. A variable so that tests send
+// documents of a few records as objects.
+var InlineMax = 256 << 10
 
 // Render runs render and gives its output as text when it stays within
 // InlineMax bytes, else as an object (streamed into the store from the
