@@ -3,6 +3,7 @@ package shaper_test
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -229,8 +230,8 @@ func tcBatch(b *testing.B, shapes []api.Shape, ifaces int) (time.Duration, time.
 	ns := testenv.Netns(b)
 	benchLinks(b, ns, ifaces)
 	var tc, nft, elems strings.Builder
-	nft.WriteString("table inet bench {\n map down4 { type ipv4_addr : classid; }\n map down6 { type ipv6_addr : classid; flags interval; }\n" +
-		" map up4 { type ipv4_addr : limit; }\n map up6 { type ipv6_addr : limit; flags interval; }\n")
+	nft.WriteString("table inet bench {\n map down4 { type ipv4_addr : classid; }\n map down6_64 { type ipv6_addr : classid; }\n" +
+		" map up4 { type ipv4_addr : limit; }\n map up6_64 { type ipv6_addr : limit; }\n")
 	for j := 0; j < ifaces; j++ {
 		dev := fmt.Sprintf("b%d", j)
 		fmt.Fprintf(&tc, "qdisc add dev %s root handle 7264: htb default 0\n", dev)
@@ -256,15 +257,16 @@ func tcBatch(b *testing.B, shapes []api.Shape, ifaces int) (time.Duration, time.
 			fmt.Fprintf(&nft, " limit up-%s { rate over %d bytes/second }\n", s.IP, s.UpMbps*125000)
 			down4 = append(down4, fmt.Sprintf("%s : %x:%x", s.IP, g, m))
 			up4 = append(up4, fmt.Sprintf("%s : %s", s.IP, obj))
-			if s.Prefix6 != "" {
-				down6 = append(down6, fmt.Sprintf("%s : %x:%x", s.Prefix6, g, m))
-				up6 = append(up6, fmt.Sprintf("%s : %s", s.Prefix6, obj))
+			if s.Prefix6 != "" { // every one a /64: its masked address in the /64 maps
+				k := netip.MustParsePrefix(s.Prefix6).Masked().Addr()
+				down6 = append(down6, fmt.Sprintf("%s : %x:%x", k, g, m))
+				up6 = append(up6, fmt.Sprintf("%s : %s", k, obj))
 			}
 		}
 		for _, x := range []struct {
 			set string
 			els []string
-		}{{"down4", down4}, {"down6", down6}, {"up4", up4}, {"up6", up6}} {
+		}{{"down4", down4}, {"down6_64", down6}, {"up4", up4}, {"up6_64", up6}} {
 			for els := x.els; len(els) > 0; {
 				c := min(5000, len(els))
 				fmt.Fprintf(&elems, "add element inet bench %s { %s }\n", x.set, strings.Join(els[:c], ", "))

@@ -49,7 +49,7 @@ func TestShapedByPlan(t *testing.T) {
 	svc := start(t, env, l.router)
 	ctx := context.Background()
 
-	shape := &api.Shape{ID: "02:00:00:00:00:0a", IP: "10.77.0.10", Prefix6: "2001:db8:77::10", Iface: "sub0", Plan: "p20", DownMbps: 20, UpMbps: 20}
+	shape := &api.Shape{ID: "02:00:00:00:00:0a", IP: "10.77.0.10", Prefix6: "2001:db8:77::/64", Iface: "sub0", Plan: "p20", DownMbps: 20, UpMbps: 20}
 	a, err := bus.Invoke(ctx, env.NC, api.ShaperSet, shape)
 	if err != nil {
 		t.Fatal(err)
@@ -64,7 +64,9 @@ func TestShapedByPlan(t *testing.T) {
 	withIPv6(t, l)
 	within(t, "IPv6 download at 20", iperfTo(t, l, "2001:db8:18::1", true), 20)
 	within(t, "IPv6 upload at 20", iperfTo(t, l, "2001:db8:18::1", false), 20)
-	if nft := testenv.Run(t, l.router, "nft", "list", "table", "inet", "routerd_shaper"); strings.Count(nft, `: "up-10.77.0.10"`) != 2 {
+	nft := testenv.Run(t, l.router, "nft", "list", "table", "inet", "routerd_shaper")
+	t.Logf("the shaper's table:\n%s", nft)
+	if strings.Count(nft, `: "up-10.77.0.10"`) != 2 {
 		t.Errorf("the subscriber's IPv4 and IPv6 upload elements do not both name its one limit object:\n%s", nft)
 	}
 

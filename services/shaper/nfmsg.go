@@ -101,12 +101,15 @@ func (t *nfTxn) add(msgType int, flags int, data ...nl.NetlinkRequestData) {
 func (t *nfTxn) empty() bool { return len(t.msgs) == 0 }
 
 // elem is one element of a shaper map: its key, and its value (a class id)
-// or the name of its limit object; end marks an interval's end.
+// or the name of its limit object; end marks an interval's end (in maps of
+// earlier versions, when listed); bits is an IPv6 element's prefix length,
+// which names its map.
 type elem struct {
-	key []byte
-	val []byte
-	obj string
-	end bool
+	key  []byte
+	val  []byte
+	obj  string
+	end  bool
+	bits int
 }
 
 // msgElems bounds the elements of one message: a message's element list is
@@ -414,6 +417,19 @@ func (s *nfSock) setElems(set string) ([]elem, error) {
 			})
 		})
 	}, attr(unix.NFTA_SET_ELEM_LIST_TABLE, str(tableName)), attr(unix.NFTA_SET_ELEM_LIST_SET, str(set)))
+	return out, err
+}
+
+// sets lists the names of the table's sets and maps.
+func (s *nfSock) sets() ([]string, error) {
+	var out []string
+	err := s.dump(unix.NFT_MSG_GETSET, func(a []byte) {
+		eachAttr(a, func(typ uint16, val []byte) {
+			if typ == unix.NFTA_SET_NAME {
+				out = append(out, cstring(val))
+			}
+		})
+	}, attr(unix.NFTA_SET_TABLE, str(tableName)))
 	return out, err
 }
 

@@ -1,15 +1,16 @@
 package shaper
 
 import (
-	"encoding/binary"
 	"fmt"
 	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/binaryutil"
 	"github.com/google/nftables/expr"
 	"github.com/google/nftables/userdata"
-	"github.com/vishvananda/netlink/nl"
 	"golang.org/x/sys/unix"
 
 	"routerd.dev/proto/kernel"
@@ -18,66 +19,98 @@ import (
 // The shaper's nftables table (inet routerd_shaper): in the forward path,
 // the download maps set the packet's priority to the subscriber's class,
 // and the upload maps name the subscriber's limit object, which drops what
-// it sends over its plan's up rate:
+// it sends over its plan's up rate. IPv6 addresses and delegated prefixes
+// are looked up by length: for each prefix length L in use, a hash map
+// keyed by the prefix (the packet's address masked to L bits):
 //
 //	table inet routerd_shaper {
 //		limit up-10.0.0.2 { rate over 1250000 bytes/second }   # one per subscriber
 //		map down4 { type ipv4_addr : classid }
-//		map down6 { type ipv6_addr : classid; flags interval }
 //		map up4 { type ipv4_addr : limit }
-//		map up6 { type ipv6_addr : limit; flags interval }
+//		map down6_56 { type ipv6_addr : classid }               # per length in use
+//		map up6_56 { type ipv6_addr : limit }
 //		chain forward {
 //			type filter hook forward priority mangle
 //			meta nfproto ipv4 meta priority set ip daddr map @down4
-//			meta nfproto ipv6 meta priority set ip6 daddr map @down6
 //			meta nfproto ipv4 limit name ip saddr map @up4 drop
-//			meta nfproto ipv6 limit name ip6 saddr map @up6 drop
+//			meta nfproto ipv6 meta priority set ip6 daddr & ffff:ffff:ffff:ff00:: map @down6_56
+//			meta nfproto ipv6 limit name ip6 saddr & ffff:ffff:ffff:ff00:: map @up6_56 drop
 //		}
 //	}
 //
-// A subscriber is one element of each map it has an address in (an IPv6
-// address or delegated prefix is an interval) and one limit object, which
-// its IPv4 and IPv6 upload elements share: one upload bucket for both
-// families. (Looking the IPv6 source up as the subscriber's IPv4 address
-// first, so that a change of rates would not touch the interval maps, is
-// expressible in netlink, but nft(8) 1.0.6 aborts listing such a rule.)
+// A subscriber is one element of each map it has an address in and one
+// limit object, which its IPv4 and IPv6 upload elements share: one upload
+// bucket for both families. Why hash maps per length rather than one
+// interval map: on this kernel every transaction touching an interval map
+// costs in proportion to its elements (measured: 27 ms for one element's
+// change at 100,000 prefixes, against well under a millisecond for a hash
+// map), and a subscriber's every change is a transaction. Prefixes of
+// different subscribers must not overlap (Set refuses it), so at most one
+// length's rule matches a packet.
 type nft struct {
-	conn  *nftables.Conn // reads the download maps
-	sock  *nfSock        // every write, and the upload maps' and objects' reads
+	conn  *nftables.Conn // reads down4
+	sock  *nfSock        // every write, and the other reads
 	table *nftables.Table
 	down4 *nftables.Set
-	down6 *nftables.Set
 }
 
 const (
 	tableName = kernel.ShaperTable
 	chainName = "forward"
 	mapDown4  = "down4"
-	mapDown6  = "down6"
 	mapUp4    = "up4"
-	mapUp6    = "up6"
 )
+
+// down6Map and up6Map are the IPv6 maps of prefix length bits.
+func down6Map(bits int) string { return "down6_" + strconv.Itoa(bits) }
+func up6Map(bits int) string   { return "up6_" + strconv.Itoa(bits) }
+
+// map6Bits is the prefix length an IPv6 map's name carries (ok false for
+// another name).
+func map6Bits(name string) (int, bool) {
+	for _, p := range []string{"down6_", "up6_"} {
+		if rest, ok := strings.CutPrefix(name, p); ok {
+			b, err := strconv.Atoi(rest)
+			return b, err == nil && b >= 0 && b <= 128
+		}
+	}
+	return 0, false
+}
 
 func newNft(c *nftables.Conn, sock *nfSock) *nft {
 	t := &nftables.Table{Name: tableName, Family: nftables.TableFamilyINet}
 	return &nft{conn: c, sock: sock, table: t,
 		down4: &nftables.Set{Table: t, Name: mapDown4, IsMap: true, KeyType: nftables.TypeIPAddr, DataType: nftables.TypeClassID},
-		down6: &nftables.Set{Table: t, Name: mapDown6, IsMap: true, Interval: true, KeyType: nftables.TypeIP6Addr, DataType: nftables.TypeClassID},
 	}
 }
 
-// ensure makes the table, its maps and chain where missing and puts the
-// chain's four rules back exactly, in one transaction. A table whose maps
-// the kernel finds incompatible (another layout) is started again.
-func (n *nft) ensure() error {
-	t, err := n.layout(false)
+// ensure makes the table, its IPv4 maps, the IPv6 maps of the lengths in
+// use and the chain where missing, puts the chain's rules back exactly and
+// removes every other map of the table (those of lengths no longer in use,
+// the interval maps of earlier versions: flushed first, so the limit
+// objects their elements name are free), in one transaction. A table whose
+// maps the kernel finds incompatible (another layout) is started again.
+func (n *nft) ensure(lens []int) error {
+	var stale []string
+	if names, err := n.sock.sets(); err == nil {
+		keep := map[string]bool{mapDown4: true, mapUp4: true}
+		for _, l := range lens {
+			keep[down6Map(l)], keep[up6Map(l)] = true, true
+		}
+		for _, name := range names {
+			if !keep[name] {
+				stale = append(stale, name)
+			}
+		}
+	}
+	t, err := n.layout(lens, stale, false)
 	if err != nil {
 		return err
 	}
 	if err := n.sock.commit(t); err == nil {
 		return nil
 	}
-	if t, err = n.layout(true); err != nil {
+	if t, err = n.layout(lens, nil, true); err != nil {
 		return err
 	}
 	if err := n.sock.commit(t); err != nil {
@@ -86,43 +119,59 @@ func (n *nft) ensure() error {
 	return nil
 }
 
-func (n *nft) layout(fresh bool) (*nfTxn, error) {
+func (n *nft) layout(lens []int, stale []string, fresh bool) (*nfTxn, error) {
 	t := &nfTxn{}
 	if fresh {
 		t.add(unix.NFT_MSG_NEWTABLE, unix.NLM_F_CREATE, attr(unix.NFTA_TABLE_NAME, str(tableName)))
 		t.add(unix.NFT_MSG_DELTABLE, 0, attr(unix.NFTA_TABLE_NAME, str(tableName)))
 	}
 	t.add(unix.NFT_MSG_NEWTABLE, unix.NLM_F_CREATE, attr(unix.NFTA_TABLE_NAME, str(tableName)))
-	// Interval keys are big-endian; the user data says so to nft(8).
-	bigEndian := userdata.AppendUint32(nil, userdata.NFTNL_UDATA_SET_KEYBYTEORDER, 2)
-	for _, m := range []struct {
-		name       string
-		key, klen  uint32
-		data, dlen uint32
-		interval   bool
-	}{{mapDown4, 7, 4, 23, 4, false}, {mapDown6, 8, 16, 23, 4, true}} {
-		flags := uint32(unix.NFT_SET_MAP)
-		if m.interval {
-			flags |= unix.NFT_SET_INTERVAL
-		}
-		data := []nl.NetlinkRequestData{attr(unix.NFTA_SET_TABLE, str(tableName)), attr(unix.NFTA_SET_NAME, str(m.name)),
-			attr(unix.NFTA_SET_FLAGS, be32(flags)), attr(unix.NFTA_SET_KEY_TYPE, be32(m.key)),
-			attr(unix.NFTA_SET_KEY_LEN, be32(m.klen)), attr(unix.NFTA_SET_DATA_TYPE, be32(m.data)),
-			attr(unix.NFTA_SET_DATA_LEN, be32(m.dlen)), attr(unix.NFTA_SET_ID, be32(uint32(len(t.msgs)+1)))}
-		if m.interval {
-			data = append(data, attr(unix.NFTA_SET_USERDATA, bigEndian))
-		}
-		t.add(unix.NFT_MSG_NEWSET, unix.NLM_F_CREATE, data...)
-	}
+	t.classMap(mapDown4, 7, 4)
 	t.addObjMap(mapUp4, 7, 4, false)
-	t.addObjMap(mapUp6, 8, 16, true)
+	for _, l := range lens {
+		t.maps6(l)
+	}
 	hook := nested(unix.NFTA_CHAIN_HOOK)
 	hook.AddRtAttr(unix.NFTA_HOOK_HOOKNUM, be32(unix.NF_INET_FORWARD))
 	hook.AddRtAttr(unix.NFTA_HOOK_PRIORITY, be32(uint32(int32(*nftables.ChainPriorityMangle))))
 	t.add(unix.NFT_MSG_NEWCHAIN, unix.NLM_F_CREATE,
 		attr(unix.NFTA_CHAIN_TABLE, str(tableName)), attr(unix.NFTA_CHAIN_NAME, str(chainName)),
 		hook, attr(unix.NFTA_CHAIN_TYPE, str("filter")))
-	// Every rule of the chain out, then the shaper's four.
+	if err := t.rules(lens); err != nil {
+		return nil, err
+	}
+	for _, name := range stale {
+		t.flushSet(name)
+		t.add(unix.NFT_MSG_DELSET, 0, attr(unix.NFTA_SET_TABLE, str(tableName)), attr(unix.NFTA_SET_NAME, str(name)))
+	}
+	return t, nil
+}
+
+// classMap creates a map from addresses (keyLen bytes of keyType) to
+// class ids.
+func (t *nfTxn) classMap(name string, keyType, keyLen uint32) {
+	t.add(unix.NFT_MSG_NEWSET, unix.NLM_F_CREATE,
+		attr(unix.NFTA_SET_TABLE, str(tableName)), attr(unix.NFTA_SET_NAME, str(name)),
+		attr(unix.NFTA_SET_FLAGS, be32(unix.NFT_SET_MAP)), attr(unix.NFTA_SET_KEY_TYPE, be32(keyType)),
+		attr(unix.NFTA_SET_KEY_LEN, be32(keyLen)), attr(unix.NFTA_SET_DATA_TYPE, be32(23)), // classid
+		attr(unix.NFTA_SET_DATA_LEN, be32(4)), attr(unix.NFTA_SET_ID, be32(uint32(len(t.msgs)+1))),
+		// Class ids are host-endian: said so, nft(8) prints them as tc does.
+		attr(unix.NFTA_SET_USERDATA, userdata.AppendUint32(nil, userdata.NFTNL_UDATA_SET_DATABYTEORDER, 1)))
+}
+
+// maps6 creates the two IPv6 maps of prefix length bits.
+func (t *nfTxn) maps6(bits int) {
+	t.classMap(down6Map(bits), 8, 16)
+	t.addObjMap(up6Map(bits), 8, 16, false)
+}
+
+func (t *nfTxn) flushSet(name string) {
+	t.add(unix.NFT_MSG_DELSETELEM, 0, attr(unix.NFTA_SET_ELEM_LIST_TABLE, str(tableName)), attr(unix.NFTA_SET_ELEM_LIST_SET, str(name)))
+}
+
+// rules empties the chain and puts the shaper's rules in: the IPv4 pair,
+// then a pair per IPv6 prefix length, longest first.
+func (t *nfTxn) rules(lens []int) error {
 	t.add(unix.NFT_MSG_DELRULE, 0, attr(unix.NFTA_RULE_TABLE, str(tableName)), attr(unix.NFTA_RULE_CHAIN, str(chainName)))
 	family := func(proto byte) []expr.Any {
 		return []expr.Any{
@@ -138,22 +187,45 @@ func (n *nft) layout(fresh bool) (*nfTxn, error) {
 	}
 	setPriority := &expr.Meta{Key: expr.MetaKeyPRIORITY, SourceRegister: true, Register: 1}
 	drop := &expr.Verdict{Kind: expr.VerdictDrop}
-	rules := []struct {
+	type rule struct {
 		exprs  []expr.Any
 		objMap string
 		verd   expr.Any
-	}{
-		{append(family(unix.NFPROTO_IPV4), addr(16, 4), lookup(mapDown4), setPriority), "", nil},
-		{append(family(unix.NFPROTO_IPV6), addr(24, 16), lookup(mapDown6), setPriority), "", nil},
-		{append(family(unix.NFPROTO_IPV4), addr(12, 4)), mapUp4, drop},
-		{append(family(unix.NFPROTO_IPV6), addr(8, 16)), mapUp6, drop},
 	}
-	for _, r := range rules {
+	rs := []rule{
+		{append(family(unix.NFPROTO_IPV4), addr(16, 4), lookup(mapDown4), setPriority), "", nil},
+		{append(family(unix.NFPROTO_IPV4), addr(12, 4)), mapUp4, drop},
+	}
+	sorted := slices.Clone(lens)
+	slices.SortFunc(sorted, func(a, b int) int { return b - a })
+	for _, l := range sorted {
+		masked := func(off uint32) []expr.Any {
+			ex := append(family(unix.NFPROTO_IPV6), addr(off, 16))
+			if l < 128 {
+				m := netip.PrefixFrom(netip.IPv6Unspecified(), l)
+				ex = append(ex, &expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 16, Mask: mask6(m.Bits()), Xor: make([]byte, 16)})
+			}
+			return ex
+		}
+		rs = append(rs,
+			rule{append(masked(24), lookup(down6Map(l)), setPriority), "", nil},
+			rule{masked(8), up6Map(l), drop})
+	}
+	for _, r := range rs {
 		if err := t.addRule(chainName, r.exprs, r.objMap, r.verd); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	return t, nil
+	return nil
+}
+
+// mask6 is the netmask of an IPv6 prefix length.
+func mask6(bits int) []byte {
+	m := make([]byte, 16)
+	for i := 0; i < bits; i++ {
+		m[i/8] |= 1 << (7 - uint(i%8))
+	}
+	return m
 }
 
 func classBytes(classid uint32) []byte { return binaryutil.NativeEndian.PutUint32(classid) }
@@ -168,45 +240,17 @@ func upElems4(ip netip.Addr, obj string) []elem {
 	return []elem{{key: b[:], obj: obj}}
 }
 
-// interval6 is [prefix start, next after its end) of an IPv6 prefix: the
-// end is invalid when the prefix ends at the top of the space.
-func interval6(p netip.Prefix) (start, end [16]byte, hasEnd bool) {
-	start = p.Masked().Addr().As16()
-	end = start
-	// Set every host bit, then add one.
-	for i := p.Bits(); i < 128; i++ {
-		end[i/8] |= 1 << (7 - uint(i%8))
-	}
-	hi := binary.BigEndian.Uint64(end[:8])
-	lo := binary.BigEndian.Uint64(end[8:])
-	lo++
-	if lo == 0 {
-		hi++
-	}
-	binary.BigEndian.PutUint64(end[:8], hi)
-	binary.BigEndian.PutUint64(end[8:], lo)
-	return start, end, hi != 0 || lo != 0
-}
-
-// elems6 is an IPv6 prefix's download interval: two elements, the second
-// marking the end.
+// elems6 is an IPv6 prefix's download element (in the map of its
+// length): the prefix's masked address.
 func elems6(p netip.Prefix, classid uint32) []elem {
-	return interval(p, elem{val: classBytes(classid)})
+	k := p.Masked().Addr().As16()
+	return []elem{{key: k[:], val: classBytes(classid), bits: p.Bits()}}
 }
 
-// upElems6 is the same interval naming the subscriber's limit object.
+// upElems6 is the same naming the subscriber's limit object.
 func upElems6(p netip.Prefix, obj string) []elem {
-	return interval(p, elem{obj: obj})
-}
-
-func interval(p netip.Prefix, first elem) []elem {
-	start, end, hasEnd := interval6(p)
-	first.key = start[:]
-	out := []elem{first}
-	if hasEnd {
-		out = append(out, elem{key: end[:], end: true})
-	}
-	return out
+	k := p.Masked().Addr().As16()
+	return []elem{{key: k[:], obj: obj, bits: p.Bits()}}
 }
 
 // nftChange is one transaction's changes to the shaper's table; commit
@@ -218,14 +262,21 @@ type nftChange struct {
 	delObj                     []string
 	addObj                     []limit
 	add4, add6, addUp4, addUp6 []elem
+	// When the IPv6 prefix lengths in use change: the maps of the new
+	// lengths made first, the chain's rules for lens put in after the
+	// elements, the maps of dropped lengths (emptied by then) deleted.
+	newLens, dropLens, lens []int
 }
 
-func (c *nftChange) txn() *nfTxn {
+func (c *nftChange) txn() (*nfTxn, error) {
 	t := &nfTxn{}
+	for _, l := range c.newLens {
+		t.maps6(l)
+	}
 	t.elems(mapDown4, c.del4, true)
-	t.elems(mapDown6, c.del6, true)
+	t.elems6(down6Map, c.del6, true)
 	t.elems(mapUp4, c.delUp4, true)
-	t.elems(mapUp6, c.delUp6, true)
+	t.elems6(up6Map, c.delUp6, true)
 	for _, o := range c.delObj {
 		t.delLimit(o)
 	}
@@ -233,15 +284,49 @@ func (c *nftChange) txn() *nfTxn {
 		t.addLimit(l)
 	}
 	t.elems(mapDown4, c.add4, false)
-	t.elems(mapDown6, c.add6, false)
+	t.elems6(down6Map, c.add6, false)
 	t.elems(mapUp4, c.addUp4, false)
-	t.elems(mapUp6, c.addUp6, false)
-	return t
+	t.elems6(up6Map, c.addUp6, false)
+	if len(c.newLens)+len(c.dropLens) > 0 {
+		if err := t.rules(c.lens); err != nil {
+			return nil, err
+		}
+		for _, l := range c.dropLens {
+			for _, name := range []string{down6Map(l), up6Map(l)} {
+				t.add(unix.NFT_MSG_DELSET, 0, attr(unix.NFTA_SET_TABLE, str(tableName)), attr(unix.NFTA_SET_NAME, str(name)))
+			}
+		}
+	}
+	return t, nil
+}
+
+// elems6 adds or removes IPv6 elements, each in the map of its length.
+func (t *nfTxn) elems6(mapOf func(int) string, els []elem, del bool) {
+	byLen := map[int][]elem{}
+	for _, e := range els {
+		byLen[e.bits] = append(byLen[e.bits], e)
+	}
+	for _, l := range sortedInts(byLen) {
+		t.elems(mapOf(l), byLen[l], del)
+	}
+}
+
+func sortedInts[V any](m map[int]V) []int {
+	out := make([]int, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
 }
 
 // apply commits c as one transaction.
 func (n *nft) apply(c *nftChange) error {
-	if err := n.sock.commit(c.txn()); err != nil {
+	t, err := c.txn()
+	if err != nil {
+		return err
+	}
+	if err := n.sock.commit(t); err != nil {
 		return fmt.Errorf("nftables: %w", err)
 	}
 	return nil

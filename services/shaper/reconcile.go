@@ -35,9 +35,6 @@ func (s *Service) Reconcile(ctx context.Context) (*ReconcileResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := s.nft.ensure(); err != nil {
-		return nil, err
-	}
 	res := &ReconcileResult{}
 	st := newState()
 	s.state = st
@@ -87,11 +84,11 @@ func (s *Service) Reconcile(ctx context.Context) (*ReconcileResult, error) {
 		st.recs[r.ID] = &rec
 		st.byIP[p.ip] = r.ID
 		if p.p6.IsValid() {
-			if other, ok := st.by6[p.p6]; ok {
-				res.Problems = append(res.Problems, fmt.Sprintf("%s: prefix6 %s is also %s's (not shaped for it)", r.ID, p.p6, other))
+			if q, other, ok := st.overlap6(p.p6, r.ID); ok {
+				res.Problems = append(res.Problems, fmt.Sprintf("%s: prefix6 %s overlaps %s, %s's (not shaped for it)", r.ID, p.p6, q, other))
 				rec.Prefix6 = ""
 			} else {
-				st.by6[p.p6] = r.ID
+				st.add6(p.p6, r.ID)
 			}
 		}
 	}
@@ -100,6 +97,9 @@ func (s *Service) Reconcile(ctx context.Context) (*ReconcileResult, error) {
 		if err := s.putRecords(ctx, rewrite, nil); err != nil {
 			return nil, err
 		}
+	}
+	if err := s.nft.ensure(st.lensList()); err != nil {
+		return nil, err
 	}
 	for _, name := range sortedKeys(st.ifaces) {
 		if err := ctx.Err(); err != nil {
@@ -203,31 +203,33 @@ func (s *Service) reconcileIface(is *ifaceS, res *ReconcileResult) error {
 	return nil
 }
 
-// reconcileNft brings the table's maps and limit objects to the state, in
-// as few transactions as fit the send buffer (the messages in the order a
-// single change makes them): down4 and up4 element by element, down6 and
-// up6 (intervals) rebuilt whole when they differ at all, limit objects
-// missing or different swapped.
+// reconcileNft brings the table's maps and limit objects to the state,
+// element by element, in as few transactions as fit the send buffer (the
+// messages in the order a single change makes them): limit objects
+// missing or not as stored are swapped, the elements naming them out
+// before and in after. ensure has made the maps of the lengths in use and
+// removed the others.
 func (s *Service) reconcileNft(res *ReconcileResult) error {
 	n := s.nft
 	c := &nftChange{}
-	want4 := map[netip.Addr]uint32{}
-	wantUp4 := map[netip.Addr]string{}
+	type key struct {
+		a    netip.Addr // IPv4, or an IPv6 prefix's masked address
+		bits int        // 0 for IPv4
+	}
+	wantDown := map[key]uint32{}
+	wantUp := map[key]string{}
 	wantObj := map[string]limit{}
-	var want6, wantUp6 []elem
 	for _, r := range s.state.recs {
 		p, _ := parseShape(&r.Shape)
 		l := upLimit(p.ip, r.UpMbps)
-		want4[p.ip] = r.Class
-		wantUp4[p.ip] = l.name
+		wantDown[key{p.ip, 0}], wantUp[key{p.ip, 0}] = r.Class, l.name
 		wantObj[l.name] = l
 		if p.p6.IsValid() {
-			want6 = append(want6, elems6(p.p6, r.Class)...)
-			wantUp6 = append(wantUp6, upElems6(p.p6, l.name)...)
+			k := key{p.p6.Masked().Addr(), p.p6.Bits()}
+			wantDown[k], wantUp[k] = r.Class, l.name
 		}
 	}
-	// Limit objects: those not wanted or not as wanted are swapped out;
-	// every element naming one goes out first and comes back after.
+	// Limit objects.
 	objs, err := n.sock.limits()
 	if err != nil {
 		return fmt.Errorf("nftables: listing limits: %w", err)
@@ -246,113 +248,96 @@ func (s *Service) reconcileNft(res *ReconcileResult) error {
 			c.addObj = append(c.addObj, l)
 		}
 	}
-	// down4, element by element.
-	got, err := n.conn.GetSetElements(n.down4)
+	// The maps: down4 and up4, then each length's down6 and up6.
+	type listed struct {
+		bits int
+		down []elem // keys and class ids
+		up   []elem // keys and objects
+	}
+	down4, err := n.conn.GetSetElements(n.down4)
 	if err != nil {
 		return fmt.Errorf("nftables: listing down4: %w", err)
 	}
-	seen := map[netip.Addr]bool{}
-	for _, e := range got {
-		a, ok := netip.AddrFromSlice(e.Key)
-		if !ok {
-			continue
-		}
-		if cl, w := want4[a]; !w || len(e.Val) != 4 || nativeU32(e.Val) != cl {
-			c.del4 = append(c.del4, elem{key: e.Key})
-			continue
-		}
-		seen[a] = true
-	}
-	for a, cl := range want4 {
-		if !seen[a] {
-			c.add4 = append(c.add4, elems4(a, cl)...)
-		}
-	}
-	// up4, element by element.
-	gotUp4, err := n.sock.setElems(mapUp4)
+	up4, err := n.sock.setElems(mapUp4)
 	if err != nil {
 		return fmt.Errorf("nftables: listing up4: %w", err)
 	}
-	clear(seen)
-	for _, e := range gotUp4 {
-		a, ok := netip.AddrFromSlice(e.key)
-		if !ok {
+	all := []listed{{bits: 0, up: up4}}
+	for _, e := range down4 {
+		all[0].down = append(all[0].down, elem{key: e.Key, val: e.Val})
+	}
+	for _, l := range s.state.lensList() {
+		d, err := n.sock.setElems(down6Map(l))
+		if err != nil {
+			return fmt.Errorf("nftables: listing %s: %w", down6Map(l), err)
+		}
+		u, err := n.sock.setElems(up6Map(l))
+		if err != nil {
+			return fmt.Errorf("nftables: listing %s: %w", up6Map(l), err)
+		}
+		all = append(all, listed{bits: l, down: d, up: u})
+	}
+	seenDown, seenUp := map[key]bool{}, map[key]bool{}
+	for _, ls := range all {
+		for _, e := range ls.down {
+			a, ok := netip.AddrFromSlice(e.key)
+			k := key{a, ls.bits}
+			if cl, w := wantDown[k]; !ok || !w || len(e.val) != 4 || nativeU32(e.val) != cl {
+				if ls.bits == 0 {
+					c.del4 = append(c.del4, elem{key: e.key})
+				} else {
+					c.del6 = append(c.del6, elem{key: e.key, bits: ls.bits})
+				}
+				continue
+			}
+			seenDown[k] = true
+		}
+		for _, e := range ls.up {
+			a, ok := netip.AddrFromSlice(e.key)
+			k := key{a, ls.bits}
+			if name, w := wantUp[k]; !ok || !w || e.obj != name || bad[e.obj] {
+				if ls.bits == 0 {
+					c.delUp4 = append(c.delUp4, elem{key: e.key})
+				} else {
+					c.delUp6 = append(c.delUp6, elem{key: e.key, bits: ls.bits})
+				}
+				continue
+			}
+			seenUp[k] = true
+		}
+	}
+	for k, cl := range wantDown {
+		if seenDown[k] {
 			continue
 		}
-		if name, w := wantUp4[a]; !w || e.obj != name || bad[e.obj] {
-			c.delUp4 = append(c.delUp4, elem{key: e.key})
+		if k.bits == 0 {
+			c.add4 = append(c.add4, elems4(k.a, cl)...)
+		} else {
+			c.add6 = append(c.add6, elems6(netip.PrefixFrom(k.a, k.bits), cl)...)
+		}
+	}
+	for k, name := range wantUp {
+		if seenUp[k] {
 			continue
 		}
-		seen[a] = true
-	}
-	for a, name := range wantUp4 {
-		if !seen[a] {
-			c.addUp4 = append(c.addUp4, upElems4(a, name)...)
+		if k.bits == 0 {
+			c.addUp4 = append(c.addUp4, upElems4(k.a, name)...)
+		} else {
+			c.addUp6 = append(c.addUp6, upElems6(netip.PrefixFrom(k.a, k.bits), name)...)
 		}
 	}
-	// down6 and up6, whole.
-	got6, err := n.sock.setElems(mapDown6)
+	res.Removed += len(c.del4) + len(c.del6) + len(c.delUp4) + len(c.delUp6) + len(c.delObj)
+	res.Added += len(c.add4) + len(c.add6) + len(c.addUp4) + len(c.addUp6) + len(c.addObj)
+	t, err := c.txn()
 	if err != nil {
-		return fmt.Errorf("nftables: listing down6: %w", err)
+		return err
 	}
-	if !sameIntervals(got6, want6, nil) {
-		c.del6, c.add6 = forDelete(got6), want6
-		res.Changed++
-	}
-	gotUp6, err := n.sock.setElems(mapUp6)
-	if err != nil {
-		return fmt.Errorf("nftables: listing up6: %w", err)
-	}
-	if !sameIntervals(gotUp6, wantUp6, bad) {
-		c.delUp6, c.addUp6 = forDelete(gotUp6), wantUp6
-		res.Changed++
-	}
-	res.Removed += len(c.del4) + len(c.delUp4) + len(c.delObj)
-	res.Added += len(c.add4) + len(c.addUp4) + len(c.addObj)
-	return n.sock.commitChunked(c.txn(), reconcileTxnBytes)
+	return n.sock.commitChunked(t, reconcileTxnBytes)
 }
 
 // reconcileTxnBytes bounds one transaction of the reconcile (the send
 // buffer is raised to fit it).
 const reconcileTxnBytes = 4 << 20
-
-// sameIntervals says whether an interval map's elements (as listed) are
-// exactly want's: the same starts with the same values or objects, none of
-// them naming a bad object, and as many elements.
-func sameIntervals(got, want []elem, bad map[string]bool) bool {
-	if len(got) != len(want) {
-		return false
-	}
-	starts := map[[16]byte]elem{}
-	for _, e := range want {
-		if !e.end {
-			starts[[16]byte(e.key)] = e
-		}
-	}
-	for _, e := range got {
-		if e.end {
-			continue
-		}
-		if len(e.key) != 16 {
-			return false
-		}
-		w, ok := starts[[16]byte(e.key)]
-		if !ok || w.obj != e.obj || bad[e.obj] || string(w.val) != string(e.val) {
-			return false
-		}
-	}
-	return true
-}
-
-// forDelete is listed elements as their removal names them: keys and the
-// interval-end flag.
-func forDelete(els []elem) []elem {
-	out := make([]elem, len(els))
-	for i, e := range els {
-		out[i] = elem{key: e.key, end: e.end}
-	}
-	return out
-}
 
 func nativeU32(b []byte) uint32 {
 	return uint32(b[0]) | uint32(b[1])<<8 | uint32(b[2])<<16 | uint32(b[3])<<24

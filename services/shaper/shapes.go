@@ -50,11 +50,88 @@ type state struct {
 	recs   map[string]*record
 	byIP   map[netip.Addr]string
 	by6    map[netip.Prefix]string
+	lens   map[int]int // IPv6 prefix length -> prefixes of it
 	ifaces map[string]*ifaceS
 }
 
 func newState() *state {
-	return &state{recs: map[string]*record{}, byIP: map[netip.Addr]string{}, by6: map[netip.Prefix]string{}, ifaces: map[string]*ifaceS{}}
+	return &state{recs: map[string]*record{}, byIP: map[netip.Addr]string{}, by6: map[netip.Prefix]string{},
+		lens: map[int]int{}, ifaces: map[string]*ifaceS{}}
+}
+
+// overlap6 finds a prefix of another subscriber than id that overlaps p
+// (the same, inside it, or holding it): per length in use one lookup for
+// the shorter ones, a scan for longer ones (only when p is shorter than
+// some prefix in use).
+func (st *state) overlap6(p netip.Prefix, id string) (netip.Prefix, string, bool) {
+	longer := false
+	for l := range st.lens {
+		if l > p.Bits() {
+			longer = true
+			continue
+		}
+		q := netip.PrefixFrom(p.Addr(), l).Masked()
+		if o, ok := st.by6[q]; ok && o != id {
+			return q, o, true
+		}
+	}
+	if longer {
+		for q, o := range st.by6 {
+			if q.Bits() > p.Bits() && o != id && p.Contains(q.Addr()) {
+				return q, o, true
+			}
+		}
+	}
+	return netip.Prefix{}, "", false
+}
+
+// add6 and drop6 count a prefix in and out of the state.
+func (st *state) add6(p netip.Prefix, id string) {
+	st.by6[p] = id
+	st.lens[p.Bits()]++
+}
+
+func (st *state) drop6(p netip.Prefix) {
+	delete(st.by6, p)
+	if st.lens[p.Bits()]--; st.lens[p.Bits()] <= 0 {
+		delete(st.lens, p.Bits())
+	}
+}
+
+// lensList is the prefix lengths in use.
+func (st *state) lensList() []int { return sortedInts(st.lens) }
+
+// lensChange fills c's length fields when old (invalid: none) giving way
+// to p changes the set of prefix lengths in use.
+func (st *state) lensChange(c *nftChange, old, p netip.Prefix) {
+	if old == p {
+		return
+	}
+	after := map[int]int{}
+	for l, n := range st.lens {
+		after[l] = n
+	}
+	if old.IsValid() {
+		if after[old.Bits()]--; after[old.Bits()] <= 0 {
+			delete(after, old.Bits())
+		}
+	}
+	if p.IsValid() {
+		after[p.Bits()]++
+	}
+	for l := range after {
+		if st.lens[l] == 0 {
+			c.newLens = append(c.newLens, l)
+		}
+	}
+	for l := range st.lens {
+		if after[l] == 0 {
+			c.dropLens = append(c.dropLens, l)
+		}
+	}
+	if len(c.newLens)+len(c.dropLens) > 0 {
+		c.lens = sortedInts(after)
+	}
 }
 
 func net24(ip netip.Addr) netip.Addr {
@@ -172,8 +249,11 @@ func (s *Service) Set(ctx context.Context, in *api.Shape) (*api.ShapeAnswer, err
 		return nil, apierr.Conflict("ip %s is shaped for %s", p.ip, other)
 	}
 	if p.p6.IsValid() {
-		if other, ok := st.by6[p.p6]; ok && other != in.ID {
-			return nil, apierr.Conflict("prefix6 %s is shaped for %s", p.p6, other)
+		if q, other, ok := st.overlap6(p.p6, in.ID); ok {
+			if q == p.p6 {
+				return nil, apierr.Conflict("prefix6 %s is shaped for %s", p.p6, other)
+			}
+			return nil, apierr.Conflict("prefix6 %s overlaps %s, shaped for %s", p.p6, q, other)
 		}
 	}
 	old := st.recs[in.ID]
@@ -245,7 +325,9 @@ func (s *Service) applySet(is *ifaceS, g *group, fresh bool, old, rec *record, p
 	if old != nil {
 		op, _ = parseShape(&old.Shape)
 	}
-	if err := s.nft.apply(setChange(old, op, rec, p)); err != nil {
+	c := setChange(old, op, rec, p)
+	st.lensChange(c, op.p6, p.p6)
+	if err := s.nft.apply(c); err != nil {
 		undoNew()
 		return err
 	}
@@ -253,7 +335,7 @@ func (s *Service) applySet(is *ifaceS, g *group, fresh bool, old, rec *record, p
 	if old != nil {
 		delete(st.byIP, op.ip)
 		if op.p6.IsValid() {
-			delete(st.by6, op.p6)
+			st.drop6(op.p6)
 		}
 		if !sameClass {
 			if ois := st.ifaces[old.Iface]; ois != nil {
@@ -268,7 +350,7 @@ func (s *Service) applySet(is *ifaceS, g *group, fresh bool, old, rec *record, p
 	st.recs[rec.ID] = rec
 	st.byIP[p.ip] = rec.ID
 	if p.p6.IsValid() {
-		st.by6[p.p6] = rec.ID
+		st.add6(p.p6, rec.ID)
 	}
 	return nil
 }
@@ -376,6 +458,7 @@ func (s *Service) Remove(ctx context.Context, in *api.ShapeRef) (*api.ShapeAnswe
 		c.del6 = elems6(op.p6, old.Class)
 	}
 	delUp(c, op)
+	st.lensChange(c, op.p6, netip.Prefix{})
 	if err := s.nft.apply(c); err != nil {
 		s.undoStore(old, in.ID)
 		return nil, apierr.Internal(err.Error(), "removing %s's shaping refused by the kernel: rolled back", in.ID)
@@ -386,7 +469,7 @@ func (s *Service) Remove(ctx context.Context, in *api.ShapeRef) (*api.ShapeAnswe
 	delete(st.recs, in.ID)
 	delete(st.byIP, op.ip)
 	if op.p6.IsValid() {
-		delete(st.by6, op.p6)
+		st.drop6(op.p6)
 	}
 	out := old.Shape
 	return &api.ShapeAnswer{Shape: &out}, nil

@@ -23,10 +23,11 @@ func kind(t *testing.T, err error, want apierr.Kind, field string) {
 	}
 }
 
-// TestShapeRules: bad input is a 400 naming the field, a taken address a
-// 409, an unknown subscriber's removal a 404, and a change the kernel
-// refuses (an IPv6 prefix overlapping another subscriber's) a 500 that
-// leaves the store and the kernel as they were. Removal takes every
+// TestShapeRules: bad input is a 400 naming the field, a taken address or
+// an IPv6 prefix overlapping another subscriber's a 409, an unknown
+// subscriber's removal a 404, and a change the kernel refuses (a limit
+// object of that name made by hand) a 500 that leaves the store and the
+// kernel as they were (a new prefix length's maps and rules included). Removal takes every
 // object of the subscriber away, its group with the last of its /24;
 // shapes.page pages in id order.
 func TestShapeRules(t *testing.T) {
@@ -62,14 +63,23 @@ func TestShapeRules(t *testing.T) {
 	_, err = set(dup)
 	kind(t, err, apierr.KindConflict, "")
 
-	// Overlapping prefix: refused by the kernel, nothing left of it.
+	// A prefix inside another subscriber's, or holding it: 409.
+	for _, p6 := range []string{"2001:db8:77:100::/64", "2001:db8:77::/48", "2001:db8:77:100::1"} {
+		over := api.Shape{ID: "c", IP: "10.77.0.12", Prefix6: p6, Iface: "sub0", Plan: "p", DownMbps: 5, UpMbps: 5}
+		_, err = set(over)
+		kind(t, err, apierr.KindConflict, "")
+	}
+	// The kernel refusing: a limit object of that name already there
+	// (made by hand); a 500, nothing left of the change.
+	testenv.Run(t, l.router, "nft", "add", "limit", "inet", "routerd_shaper", "up-10.77.0.12", "{ rate over 1 bytes/second }")
 	before := kernelState(t, l.router)
-	over := api.Shape{ID: "c", IP: "10.77.0.12", Prefix6: "2001:db8:77:100::/64", Iface: "sub0", Plan: "p", DownMbps: 5, UpMbps: 5}
+	over := api.Shape{ID: "c", IP: "10.77.0.12", Prefix6: "2001:db8:77:200::/56", Iface: "sub0", Plan: "p", DownMbps: 5, UpMbps: 5}
 	_, err = set(over)
 	kind(t, err, apierr.KindInternal, "")
 	if after := kernelState(t, l.router); after != before {
 		t.Errorf("a refused change left kernel state:\nbefore:\n%s\nafter:\n%s", before, after)
 	}
+	testenv.Run(t, l.router, "nft", "delete", "limit", "inet", "routerd_shaper", "up-10.77.0.12")
 	page, err := bus.Invoke(ctx, env.NC, api.ShaperPage, &api.ShapePageRequest{Limit: 10})
 	if err != nil {
 		t.Fatal(err)

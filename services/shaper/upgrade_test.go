@@ -11,8 +11,9 @@ import (
 // versions made to shape upload (the ifb link with the shaper's alias and
 // the redirect filter to it on the interface's ingress qdisc) and nothing
 // else: another ifb, another ingress filter and the ingress qdisc stay.
-// The earlier table (download maps only, one element of no stored
-// subscriber) becomes the current one, the element gone.
+// The earlier table (download maps only, down6 an interval map, one
+// element of no stored subscriber) becomes the current one: the element
+// and down6 gone (no subscriber has IPv6), up4 and its rule there.
 func TestUpgradeDropsUploadIfb(t *testing.T) {
 	l := newLab(t)
 	r := l.router
@@ -45,7 +46,7 @@ func TestUpgradeDropsUploadIfb(t *testing.T) {
 		t.Errorf("the ingress qdisc was removed:\n%s", q)
 	}
 	nft := testenv.Run(t, r, "nft", "list", "table", "inet", "routerd_shaper")
-	if strings.Contains(nft, "10.77.0.99") || !strings.Contains(nft, "map up6") || strings.Count(nft, "map @") != 4 {
+	if strings.Contains(nft, "10.77.0.99") || strings.Contains(nft, "down6") || !strings.Contains(nft, "map up4") || strings.Count(nft, "map @") != 2 {
 		t.Errorf("the earlier table was not made the current one:\n%s", nft)
 	}
 }
