@@ -7,7 +7,6 @@ import (
 	"syscall"
 
 	"github.com/google/nftables/expr"
-	"github.com/google/nftables/userdata"
 	"github.com/vishvananda/netlink/nl"
 	"golang.org/x/sys/unix"
 
@@ -101,14 +100,12 @@ func (t *nfTxn) add(msgType int, flags int, data ...nl.NetlinkRequestData) {
 func (t *nfTxn) empty() bool { return len(t.msgs) == 0 }
 
 // elem is one element of a shaper map: its key, and its value (a class id)
-// or the name of its limit object; end marks an interval's end (in maps of
-// earlier versions, when listed); bits is an IPv6 element's prefix length,
-// which names its map.
+// or the name of its limit object; bits is an IPv6 element's prefix
+// length, which names its map.
 type elem struct {
 	key  []byte
 	val  []byte
 	obj  string
-	end  bool
 	bits int
 }
 
@@ -129,9 +126,7 @@ func (t *nfTxn) elems(set string, els []elem, del bool) {
 			le := list.AddRtAttr(unix.NFTA_LIST_ELEM|unix.NLA_F_NESTED, nil)
 			k := le.AddRtAttr(unix.NFTA_SET_ELEM_KEY|unix.NLA_F_NESTED, nil)
 			k.AddRtAttr(unix.NFTA_DATA_VALUE, e.key)
-			if e.end {
-				le.AddRtAttr(unix.NFTA_SET_ELEM_FLAGS, be32(unix.NFT_SET_ELEM_INTERVAL_END))
-			} else if !del && e.obj != "" {
+			if !del && e.obj != "" {
 				le.AddRtAttr(unix.NFTA_SET_ELEM_OBJREF, str(e.obj))
 			} else if !del && e.val != nil {
 				d := le.AddRtAttr(unix.NFTA_SET_ELEM_DATA|unix.NLA_F_NESTED, nil)
@@ -175,20 +170,12 @@ func (t *nfTxn) delLimit(name string) {
 
 // addObjMap creates a map from addresses (keyLen bytes of keyType) to
 // limit objects.
-func (t *nfTxn) addObjMap(name string, keyType, keyLen uint32, interval bool) {
-	flags := uint32(unix.NFT_SET_OBJECT)
-	if interval {
-		flags |= unix.NFT_SET_INTERVAL
-	}
-	data := []nl.NetlinkRequestData{attr(unix.NFTA_SET_TABLE, str(tableName)), attr(unix.NFTA_SET_NAME, str(name)),
-		attr(unix.NFTA_SET_FLAGS, be32(flags)), attr(unix.NFTA_SET_KEY_TYPE, be32(keyType)),
+func (t *nfTxn) addObjMap(name string, keyType, keyLen uint32) {
+	t.add(unix.NFT_MSG_NEWSET, unix.NLM_F_CREATE,
+		attr(unix.NFTA_SET_TABLE, str(tableName)), attr(unix.NFTA_SET_NAME, str(name)),
+		attr(unix.NFTA_SET_FLAGS, be32(unix.NFT_SET_OBJECT)), attr(unix.NFTA_SET_KEY_TYPE, be32(keyType)),
 		attr(unix.NFTA_SET_KEY_LEN, be32(keyLen)), attr(unix.NFTA_SET_ID, be32(uint32(len(t.msgs)+1))),
-		attr(unix.NFTA_SET_OBJ_TYPE, be32(unix.NFT_OBJECT_LIMIT))}
-	if interval {
-		// Interval keys are big-endian; the user data says so to nft(8).
-		data = append(data, attr(unix.NFTA_SET_USERDATA, userdata.AppendUint32(nil, userdata.NFTNL_UDATA_SET_KEYBYTEORDER, 2)))
-	}
-	t.add(unix.NFT_MSG_NEWSET, unix.NLM_F_CREATE, data...)
+		attr(unix.NFTA_SET_OBJ_TYPE, be32(unix.NFT_OBJECT_LIMIT)))
 }
 
 // addRule appends a rule to chain: the expressions, then an objref
@@ -379,9 +366,8 @@ func cstring(b []byte) string {
 	return string(b)
 }
 
-// setElems lists the elements of one of the table's maps: key, value or
-// object name (neither for an interval's end) and whether the element ends
-// an interval.
+// setElems lists the elements of one of the table's maps: key, and value
+// or object name.
 func (s *nfSock) setElems(set string) ([]elem, error) {
 	var out []elem
 	err := s.dump(unix.NFT_MSG_GETSETELEM, func(a []byte) {
@@ -407,10 +393,6 @@ func (s *nfSock) setElems(set string) ([]elem, error) {
 						})
 					case unix.NFTA_SET_ELEM_OBJREF:
 						e.obj = cstring(v)
-					case unix.NFTA_SET_ELEM_FLAGS:
-						if len(v) == 4 && binary.BigEndian.Uint32(v)&unix.NFT_SET_ELEM_INTERVAL_END != 0 {
-							e.end = true
-						}
 					}
 				})
 				out = append(out, e)

@@ -127,7 +127,7 @@ func (n *nft) layout(lens []int, stale []string, fresh bool) (*nfTxn, error) {
 	}
 	t.add(unix.NFT_MSG_NEWTABLE, unix.NLM_F_CREATE, attr(unix.NFTA_TABLE_NAME, str(tableName)))
 	t.classMap(mapDown4, 7, 4)
-	t.addObjMap(mapUp4, 7, 4, false)
+	t.addObjMap(mapUp4, 7, 4)
 	for _, l := range lens {
 		t.maps6(l)
 	}
@@ -162,7 +162,7 @@ func (t *nfTxn) classMap(name string, keyType, keyLen uint32) {
 // maps6 creates the two IPv6 maps of prefix length bits.
 func (t *nfTxn) maps6(bits int) {
 	t.classMap(down6Map(bits), 8, 16)
-	t.addObjMap(up6Map(bits), 8, 16, false)
+	t.addObjMap(up6Map(bits), 8, 16)
 }
 
 func (t *nfTxn) flushSet(name string) {
