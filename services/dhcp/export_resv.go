@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -153,6 +154,7 @@ func (s *Service) importReservations(ctx context.Context, open func() (io.ReadCl
 		return "", err
 	}
 	mark := g.Header.Revision
+	var last int64 // the revision of the import's last write under the prefix
 	written := 0
 	t := s.wst.Txn()
 	ops := 0
@@ -160,9 +162,11 @@ func (s *Service) importReservations(ctx context.Context, open func() (io.ReadCl
 		if ops == 0 {
 			return nil
 		}
-		if _, err := t.Commit(ctx); err != nil {
+		rev, err := t.Commit(ctx)
+		if err != nil {
 			return apierr.Internal(err.Error(), "%s: %d reservations stored, then the store failed %s", ReservationsDocument, written, what)
 		}
+		last = max(last, rev)
 		written += ops
 		t, ops = s.wst.Txn(), 0
 		return nil
@@ -184,55 +188,94 @@ func (s *Service) importReservations(ctx context.Context, open func() (io.ReadCl
 	if err != nil {
 		return "", err
 	}
-	removed, err := s.sweepReservations(ctx, mark)
+	removed, swept, err := s.sweepReservations(ctx, mark)
+	last = max(last, swept)
 	if err != nil {
 		return "", apierr.Internal(err.Error(), "%s: all %d reservations stored, %d older ones removed, then the store failed", ReservationsDocument, written, removed)
 	}
 	if eng, err := s.engine(); err == nil {
-		clients, services, _, _, err := readAllReservations(ctx, s.d.KV, s.st.Key(ResvPrefix), s.d.Log)
+		return s.settleReservations(ctx, eng, last)
+	}
+	return "", nil
+}
+
+// settleReservations waits until the engine's watch has applied every
+// write of an import (up to revision last) and checks that the engine
+// holds as many reservations as are stored: the watch applied each as an
+// element change, so nothing is held twice. When it holds fewer (a
+// reservation refused while one it conflicted with was not deleted yet),
+// the engine loads them all again as at start, which holds every
+// reservation once more (the whole set in memory for that moment).
+func (s *Service) settleReservations(ctx context.Context, eng *Engine, last int64) (string, error) {
+	deadline := time.Now().Add(30 * time.Second)
+	for s.resvApplied.Load() < last && time.Now().Before(deadline) && ctx.Err() == nil {
+		time.Sleep(10 * time.Millisecond)
+	}
+	count := func(kind string) (int, error) {
+		g, err := s.d.KV.Get(ctx, s.st.Key(ResvPrefix+kind), clientv3.WithPrefix(), clientv3.WithCountOnly())
 		if err != nil {
-			return "", err
+			return 0, err
 		}
-		if err := eng.SetReservations(clients, services); err != nil {
-			return "stored, but the engine refused them as a whole: " + err.Error(), nil
-		}
+		return int(g.Count), nil
+	}
+	nc, err := count("clients/")
+	if err != nil {
+		return "", err
+	}
+	ns, err := count("services/")
+	if err != nil {
+		return "", err
+	}
+	if hc, hs := eng.ReservationCounts(); s.resvApplied.Load() >= last && hc == nc && hs == ns {
+		return "", nil
+	}
+	clients, services, _, _, err := readAllReservations(ctx, s.d.KV, s.st.Key(ResvPrefix), s.d.Log)
+	if err != nil {
+		return "", err
+	}
+	if err := eng.SetReservations(clients, services); err != nil {
+		return "stored, but the engine refused them as a whole: " + err.Error(), nil
 	}
 	return "", nil
 }
 
 // sweepReservations deletes, resvBatch at a time, every reservation key
-// last written at or before revision mark.
-func (s *Service) sweepReservations(ctx context.Context, mark int64) (int, error) {
+// last written at or before revision mark; it returns how many and the
+// revision of its last deletion.
+func (s *Service) sweepReservations(ctx context.Context, mark int64) (removed int, last int64, err error) {
 	prefix := s.st.Key(ResvPrefix)
 	end := clientv3.GetPrefixRangeEnd(prefix)
-	removed := 0
+	t, ops := s.wst.Txn(), 0
+	commit := func() error {
+		if ops == 0 {
+			return nil
+		}
+		rev, err := t.Commit(ctx)
+		if err != nil {
+			return err
+		}
+		removed, last = removed+ops, max(last, rev)
+		t, ops = s.wst.Txn(), 0
+		return nil
+	}
 	for key := prefix; ; {
 		resp, err := s.d.KV.Get(ctx, key, clientv3.WithRange(end), clientv3.WithLimit(loadPage), clientv3.WithKeysOnly())
 		if err != nil {
-			return removed, err
+			return removed, last, err
 		}
-		t, ops := s.wst.Txn(), 0
 		for _, kv := range resp.Kvs {
 			if kv.ModRevision > mark {
 				continue
 			}
 			t.Delete(string(kv.Key))
 			if ops++; ops == resvBatch {
-				if _, err := t.Commit(ctx); err != nil {
-					return removed, err
+				if err := commit(); err != nil {
+					return removed, last, err
 				}
-				removed += ops
-				t, ops = s.wst.Txn(), 0
 			}
-		}
-		if ops > 0 {
-			if _, err := t.Commit(ctx); err != nil {
-				return removed, err
-			}
-			removed += ops
 		}
 		if !resp.More || len(resp.Kvs) == 0 {
-			return removed, nil
+			return removed, last, commit()
 		}
 		key = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
 	}

@@ -238,7 +238,11 @@ func (s *Service) loadReservations(ctx context.Context, eng *Engine) error {
 }
 
 func (s *Service) loadReservationsAt(ctx context.Context, eng *Engine) (int64, error) {
-	return LoadReservations(ctx, s.d.KV, s.st.Key(ResvPrefix), eng, s.d.Log)
+	rev, err := LoadReservations(ctx, s.d.KV, s.st.Key(ResvPrefix), eng, s.d.Log)
+	if err == nil {
+		s.resvApplied.Store(rev)
+	}
+	return rev, err
 }
 
 // LoadReservations reads every reservation key under prefix (the dhcp
@@ -335,6 +339,7 @@ func (s *Service) watchReservations(ctx context.Context, eng *Engine, rev int64)
 				s.applyReservation(eng, strings.TrimPrefix(string(ev.Kv.Key), prefix), ev.Type == clientv3.EventTypeDelete, ev.Kv.Value)
 				rev = ev.Kv.ModRevision
 			}
+			s.resvApplied.Store(rev)
 		}
 		if ctx.Err() != nil {
 			return

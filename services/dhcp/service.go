@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -90,6 +91,12 @@ type Service struct {
 	mu    sync.Mutex
 	eng   *Engine // nil while standing by
 	state ConfigState
+
+	// resvApplied is the etcd revision up to which the engine holds the
+	// stored reservations (the watch's last event, or the last load): an
+	// import waits for its own writes to be applied instead of loading
+	// every reservation again.
+	resvApplied atomic.Int64
 }
 
 // ConfigState says which stored configuration is in force.
