@@ -139,17 +139,18 @@ func (b *Batcher) round(reqs []*nl.NetlinkRequest, out []Result) error {
 	return nil
 }
 
+// rtextFilterSkipStats is RTEXT_FILTER_SKIP_STATS (linux/rtnetlink.h),
+// which x/sys/unix does not name.
+const rtextFilterSkipStats = 1 << 3
+
 func nlmAlign(l int) int { return (l + unix.NLMSG_ALIGNTO - 1) &^ (unix.NLMSG_ALIGNTO - 1) }
 
-// NewVLANRequest is the RTM_NEWLINK creating v on the parent of that
-// index, as Manager.add makes it.
+// NewVLANRequest is the RTM_NEWLINK creating v, down, on the parent of
+// that index; AliasRequest then marks it and sets it up, the order `ip
+// link add` and `ip link set alias up` take.
 func NewVLANRequest(v VLAN, parentIndex int) *nl.NetlinkRequest {
 	req := nl.NewNetlinkRequest(unix.RTM_NEWLINK, unix.NLM_F_CREATE|unix.NLM_F_EXCL)
-	msg := nl.NewIfInfomsg(unix.AF_UNSPEC)
-	if v.Up {
-		msg.Change, msg.Flags = unix.IFF_UP, unix.IFF_UP
-	}
-	req.AddData(msg)
+	req.AddData(nl.NewIfInfomsg(unix.AF_UNSPEC))
 	req.AddData(nl.NewRtAttr(unix.IFLA_IFNAME, nl.ZeroTerminated(v.Name)))
 	req.AddData(nl.NewRtAttr(unix.IFLA_LINK, nl.Uint32Attr(uint32(parentIndex))))
 	info := nl.NewRtAttr(unix.IFLA_LINKINFO, nil)
@@ -165,20 +166,28 @@ func NewVLANRequest(v VLAN, parentIndex int) *nl.NetlinkRequest {
 	return req
 }
 
-// AliasRequest sets the alias of the link named name.
-func AliasRequest(name, alias string) *nl.NetlinkRequest {
+// AliasRequest sets the alias of the link named name, and sets it up.
+func AliasRequest(name, alias string, up bool) *nl.NetlinkRequest {
 	req := nl.NewNetlinkRequest(unix.RTM_SETLINK, 0)
-	req.AddData(nl.NewIfInfomsg(unix.AF_UNSPEC))
+	msg := nl.NewIfInfomsg(unix.AF_UNSPEC)
+	if up {
+		msg.Change, msg.Flags = unix.IFF_UP, unix.IFF_UP
+	}
+	req.AddData(msg)
 	req.AddData(nl.NewRtAttr(unix.IFLA_IFNAME, nl.ZeroTerminated(name)))
 	req.AddData(nl.NewRtAttr(unix.IFLA_IFALIAS, []byte(alias)))
 	return req
 }
 
 // GetLinkRequest looks a link up by name; its Result carries the index.
+// The answer leaves the statistics out (RTEXT_FILTER_SKIP_STATS, as `ip`
+// asks): folding every CPU's counters is most of what the kernel does
+// for it.
 func GetLinkRequest(name string) *nl.NetlinkRequest {
 	req := nl.NewNetlinkRequest(unix.RTM_GETLINK, 0)
 	req.AddData(nl.NewIfInfomsg(unix.AF_UNSPEC))
 	req.AddData(nl.NewRtAttr(unix.IFLA_IFNAME, nl.ZeroTerminated(name)))
+	req.AddData(nl.NewRtAttr(unix.IFLA_EXT_MASK, nl.Uint32Attr(rtextFilterSkipStats)))
 	return req
 }
 
@@ -248,7 +257,7 @@ func (m *Manager) addBatched(names []string, want map[string]VLAN, live map[stri
 				fail(fmt.Errorf("%s: parent %s: not found", name, w.Parent))
 				continue
 			}
-			reqs = append(reqs, NewVLANRequest(w, parent), AliasRequest(name, Alias), GetLinkRequest(name))
+			reqs = append(reqs, NewVLANRequest(w, parent), AliasRequest(name, Alias, w.Up), GetLinkRequest(name))
 			made = append(made, w)
 		}
 		res, err := m.Batch.Do(reqs)
@@ -287,7 +296,7 @@ func (m *Manager) addBatched(names []string, want map[string]VLAN, live map[stri
 // addOne makes one link as addBatched does, in one send: its creation,
 // its alias and the lookup of its index.
 func (m *Manager) addOne(v VLAN, parentIndex int) (int, error) {
-	res, err := m.Batch.Do([]*nl.NetlinkRequest{NewVLANRequest(v, parentIndex), AliasRequest(v.Name, Alias), GetLinkRequest(v.Name)})
+	res, err := m.Batch.Do([]*nl.NetlinkRequest{NewVLANRequest(v, parentIndex), AliasRequest(v.Name, Alias, v.Up), GetLinkRequest(v.Name)})
 	if err != nil {
 		return 0, fmt.Errorf("add %s: %w", v.Name, err)
 	}
