@@ -320,7 +320,9 @@ func (s *Service) importAll(ctx context.Context, req *api.ConfigDocuments) (map[
 	taken := map[string]bool{}
 	var failures []string
 	for _, o := range s.owners {
+		t0 := time.Now()
 		res, err := bus.Invoke(ctx, s.deps.NC, o.Import, req)
+		s.deps.Log.Debug("configuration imported", "service", o.Service, "took", time.Since(t0).Round(time.Millisecond), "err", err)
 		if err != nil {
 			failures = append(failures, fmt.Sprintf("%s: %v", o.Service, err))
 			continue
@@ -337,6 +339,7 @@ func (s *Service) importAll(ctx context.Context, req *api.ConfigDocuments) (map[
 
 // restore brings an archive's documents in through their owners.
 func (s *Service) restore(ctx context.Context, in *api.RestoreRequest) (*api.RestoreAnswer, error) {
+	start := time.Now()
 	docs, err := s.readArchive(ctx, in.File)
 	if err != nil {
 		return nil, err
@@ -352,10 +355,12 @@ func (s *Service) restore(ctx context.Context, in *api.RestoreRequest) (*api.Res
 		ae := apierr.From(err)
 		return nil, ae.With("next", "nothing was changed: the running configuration could not be saved first; fix that, then restore again")
 	}
+	saved := time.Since(start)
 	a := &api.RestoreAnswer{Documents: []string{}, UndoVersion: undo.ID}
 	if a.UndoFile, err = s.writeUndo(ctx, undo.ID); err != nil {
 		s.deps.Log.Warn("restore: undo archive not written", "version", undo.ID, "err", err)
 	}
+	undone := time.Since(start)
 	var taken map[string]bool
 	var failures []string
 	req, err := s.request(ctx, docs)
@@ -398,6 +403,9 @@ func (s *Service) restore(ctx context.Context, in *api.RestoreRequest) (*api.Res
 			With("not_restored", left).With("rolled_back", len(backErr) == 0).With("next", next)
 	}
 	a.Message = fmt.Sprintf("Restored %d configuration documents", len(a.Documents))
+	s.deps.Log.Info("restored", "documents", len(a.Documents), "undo_version", undo.ID,
+		"unpacked_and_saved_in", saved.Round(time.Millisecond), "undo_file_by", undone.Round(time.Millisecond),
+		"took", time.Since(start).Round(time.Millisecond))
 	return a, nil
 }
 
