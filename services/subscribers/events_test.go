@@ -105,11 +105,22 @@ func TestPlanRatesReshapeEvents(t *testing.T) {
 	if _, m := r.do(t, "GET", "/plans", nil); field(m["plans"].([]any)[0].(map[string]any), "down_mbps") != float64(30) {
 		t.Errorf("rates not put back: %v", m)
 	}
+	// A shaper whose answer is lost after it applied the new rates: 503,
+	// the plan back at its rates and the shaper given them again.
+	r.fx.mu.Lock()
+	r.fx.lateRates = true
+	r.fx.mu.Unlock()
+	if st, m := r.do(t, "POST", "/plans", map[string]any{"name": "gold", "down_mbps": 50, "up_mbps": 25}); st != 503 {
+		t.Errorf("shaper not answering: %d %v", st, m)
+	}
+	if s, _ := r.fx.shape(gold[0]); s.DownMbps != 30 || s.UpMbps != 15 {
+		t.Errorf("after a reshape whose answer was lost, shaped %+v, want the old rates 30/15", s)
+	}
 	if err := r.env.NC.Flush(); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(200 * time.Millisecond)
-	if n := len(seen()); n != len(gold) {
-		t.Errorf("%d client.reshaped events, want %d (none for a replace without new rates or one rolled back)", n, len(gold))
+	if n := len(seen()); n != 2*len(gold) {
+		t.Errorf("%d client.reshaped events, want %d (none for a replace without new rates or one refused, one each for the old rates given again)", n, 2*len(gold))
 	}
 }

@@ -40,13 +40,16 @@ func (c *clock) Set(t time.Time) { c.mu.Lock(); c.t = t; c.mu.Unlock() }
 // the tests see each call and can make one refuse. DHCP is the real dhcp
 // service.
 type effects struct {
-	mu      sync.Mutex
-	shapes  map[string]api.Shape
-	blocks  map[string]api.Block
-	rates   []api.PlanRates
-	refuse  map[string]bool // shaper, firewall
-	calls   int
-	removed []string
+	mu     sync.Mutex
+	shapes map[string]api.Shape
+	blocks map[string]api.Block
+	rates  []api.PlanRates
+	refuse map[string]bool // shaper, firewall
+	// lateRates makes the next plans.rates apply the rates and then
+	// answer that the shaper is unavailable (an answer lost or late).
+	lateRates bool
+	calls     int
+	removed   []string
 }
 
 func (e *effects) refusing(what string) error {
@@ -116,6 +119,10 @@ func (e *effects) endpointsShaper() []bus.Endpoint {
 					e.shapes[id] = s
 					n++
 				}
+			}
+			if e.lateRates {
+				e.lateRates = false
+				return nil, apierr.Unavailable("the shaper service did not answer in time (the test)")
 			}
 			return &api.PlanRatesAnswer{Reshaped: n}, nil
 		}),

@@ -141,11 +141,20 @@ func (b *Book) reshape(ctx context.Context, p, old Plan, rev int64) error {
 	if rerr == nil {
 		return nil
 	}
-	if _, err := b.st.Txn().IfRevision(b.key(p.Name), rev).Put(b.key(p.Name), old).Commit(ctx); err != nil {
+	// The rollback runs past the request's deadline: a reshape that timed
+	// out has used it up (100,000 clients' plans.rates did).
+	bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if _, err := b.st.Txn().IfRevision(b.key(p.Name), rev).Put(b.key(p.Name), old).Commit(bctx); err != nil {
 		return apierr.Internal(rerr.Error(), "plan %s: its clients could not be reshaped, and the old rates could not be put back: %v", p.Name, err)
 	}
 	var ae *apierr.Error
 	if errors.As(rerr, &ae) && ae.Kind == apierr.KindUnavailable {
+		// No answer is not no change: the shaper may have applied the new
+		// rates all the same, so it is given the old ones again.
+		if err := b.Reshape(bctx, old); err != nil {
+			return apierr.New(apierr.KindUnavailable, "plan %s: the shaper does not answer; the plan is rolled back, its subscribers follow at the shaper's next reconcile", p.Name)
+		}
 		return apierr.New(apierr.KindUnavailable, "plan %s: the shaper does not answer; rolled back", p.Name)
 	}
 	return apierr.Internal(rerr.Error(), "plan %s: its %d clients could not be reshaped; rolled back", p.Name, n)
