@@ -258,16 +258,12 @@ func (s *nfSock) commit(t *nfTxn) error {
 	buf := make([]byte, 1<<16)
 	var first error
 	for flags := 0; ; {
-		n, _, err := unix.Recvfrom(s.fd, buf, flags)
+		msgs, err := s.recv(buf, flags)
 		if flags != 0 && (errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EWOULDBLOCK)) {
 			return fmt.Errorf("nf_tables: %w", first)
 		}
 		if err != nil {
-			return fmt.Errorf("nf_tables receive: %w", err)
-		}
-		msgs, err := syscall.ParseNetlinkMessage(buf[:n])
-		if err != nil {
-			return fmt.Errorf("nf_tables receive: %w", err)
+			return err
 		}
 		for _, m := range msgs {
 			seq := m.Header.Seq
@@ -296,6 +292,19 @@ func (s *nfSock) commit(t *nfTxn) error {
 	}
 }
 
+// recv reads one datagram of answers into buf and splits it into messages.
+func (s *nfSock) recv(buf []byte, flags int) ([]syscall.NetlinkMessage, error) {
+	n, _, err := unix.Recvfrom(s.fd, buf, flags)
+	if err != nil {
+		return nil, fmt.Errorf("nf_tables receive: %w", err)
+	}
+	msgs, err := syscall.ParseNetlinkMessage(buf[:n])
+	if err != nil {
+		return nil, fmt.Errorf("nf_tables receive: %w", err)
+	}
+	return msgs, nil
+}
+
 // dump runs a GET request with NLM_F_DUMP and calls fn with each answer's
 // attributes (after the nfgenmsg header).
 func (s *nfSock) dump(msgType int, fn func(attrs []byte), data ...nl.NetlinkRequestData) error {
@@ -309,13 +318,9 @@ func (s *nfSock) dump(msgType int, fn func(attrs []byte), data ...nl.NetlinkRequ
 	}
 	buf := make([]byte, 1<<20)
 	for {
-		n, _, err := unix.Recvfrom(s.fd, buf, 0)
+		msgs, err := s.recv(buf, 0)
 		if err != nil {
-			return fmt.Errorf("nf_tables receive: %w", err)
-		}
-		msgs, err := syscall.ParseNetlinkMessage(buf[:n])
-		if err != nil {
-			return fmt.Errorf("nf_tables receive: %w", err)
+			return err
 		}
 		for _, m := range msgs {
 			if m.Header.Seq != req.Seq {
