@@ -1,6 +1,10 @@
 package api
 
-import "routerd.dev/proto/event"
+import (
+	"time"
+
+	"routerd.dev/proto/event"
+)
 
 // The subscribers service (Document 2: plans; clients and fibre services
 // to come).
@@ -81,12 +85,17 @@ var (
 		Summary: "List plans, sorted by name, each with its client count. Any method other than POST and DELETE lists too.",
 		REST:    []REST{{"GET", "/plans"}, {AnyMethod, "/plans"}}, Action: "plan-list", Read: true,
 	})
-	// PlansPut is POST /plans.
+	// PlansPut is POST /plans. New rates reshape every client of the plan
+	// (the shaper's plans.rates, which may take its 2 minutes for a plan
+	// held by 100,000 clients), and a reshape that fails is rolled back
+	// within a minute more (plan.RollbackBudget): the default 15 s would
+	// cut a big plan's reshape short.
 	PlansPut = Define[PlanPut, PlanPutAnswer](Meta{
 		Service: "subscribers", Name: "plans.put",
-		Summary: "Create (201 'Plan created') or replace (200 'Plan updated') a plan. `olt` is null while no OLT is registered.",
+		Summary: "Create (201 'Plan created') or replace (200 'Plan updated') a plan; new rates reshape every client of the plan before the answer (up to 3 minutes for a plan of 100,000 clients). `olt` is null while no OLT is registered.",
 		REST:    []REST{{"POST", "/plans"}}, Action: "plan-add", Status: 201,
-		Event: event.PlanCreated, // plan.updated for a replace
+		Event:   event.PlanCreated, // plan.updated for a replace
+		Timeout: 3 * time.Minute,
 	})
 	// PlansDelete is DELETE /plans/{name} (or DELETE /plans with a body).
 	PlansDelete = Define[PlanRef, PlanDeleteAnswer](Meta{

@@ -25,24 +25,37 @@ import (
 // plan: stored with its index keys in one etcd transaction, reserved in
 // the real dhcp service, shaped by the shaper's stand-in on the bus) at
 // 1,000 and 10,000 clients (ROUTERD_BENCH_CLIENTS overrides the larger
-// count; run once: -bench 'Clients$' -benchtime 1x, as root):
+// count; run once: -bench 'Clients$' -benchtime 1x, as root). Every
+// client is added on one plan, "bench" (an operator's one plan for
+// everyone):
 //
 //   - adds_per_s: the first n-200 added by 8 callers at once;
 //   - add_p50_ms/add_p99_ms: the last 200 added one at a time (the
 //     latency of one add with n clients stored), each then offered its
 //     address by dhcp to a DHCPDISCOVER from its MAC (offer_p50_ms, the
 //     probe's round trip; an add without that offer fails the run);
-//   - suspend_p50_ms, plan_p50_ms: one POST /suspend, one POST /plan;
-//   - plan_rates_ms: POST /plans with new rates for the plan of n-100
+//   - plan_all_ms: POST /plans with new rates for "bench", held by all n
 //     clients (the shaper reshapes them all in one plans.rates), and
-//     events_ms until the last of its n-100 client.reshaped events came
-//     (a different count fails the run), events_own_ms the events' own
-//     part (the plan's records read and published, called alone);
+//     events_all_ms until the last of its n client.reshaped events came
+//     (a different count fails the run);
+//   - suspend_p50_ms, plan_p50_ms: one POST /suspend, one POST /plan;
+//   - moves_per_s: k = min(10,000, n/10) further clients moved by POST
+//     /plan to the plan "tenk" by 8 callers at once;
+//   - plan_rates_ms: POST /plans with new rates for "tenk" (its k
+//     clients: the plan change of 10,000 at 100,000), events_ms
+//     until the last of its k client.reshaped events came, events_own_ms
+//     the events' own part (the plan's records read and published,
+//     called alone);
 //   - list_ms, active_ms: GET /clients and GET /clients/active of all;
 //   - reconcile_ms: the reconcile of every client's effects (paging dhcp,
-//     shaper and firewall, nothing to change);
-//   - heap_MB, rss_MB: the test process's heap in use and resident size
-//     (etcd, NATS, dhcp and the gateway share it).
+//     shaper and firewall, nothing to change), what the service does at
+//     start;
+//   - heap_MB, rss_MB: the test process's heap in use (after a GC) and
+//     resident size at the end; heap_peak_MB, rss_peak_MB the peaks over
+//     the run (heap in use sampled every 250 ms, VmHWM reset at the
+//     start of each size). etcd, NATS, dhcp, the gateway (and the real
+//     shaper and firewall) share the process: routerd's own services in
+//     one process, less the kernel.
 func BenchmarkClients(b *testing.B) { benchSizes(b, false) }
 
 // BenchmarkClientsKernel is BenchmarkClients with the real shaper and
@@ -67,7 +80,11 @@ func benchSizes(b *testing.B, real bool) {
 	}
 	expiryEvery = time.Hour
 	defer func() { expiryEvery = 200 * time.Millisecond }()
-	for _, n := range []int{1000, big} {
+	sizes := []int{1000, big}
+	if big <= 1000 {
+		sizes = []int{big}
+	}
+	for _, n := range sizes {
 		b.Run(fmt.Sprint(n), func(b *testing.B) {
 			for range b.N {
 				benchClients(b, n, real)
@@ -104,7 +121,7 @@ func benchClients(b *testing.B, n int, real bool) {
 	if st, m := r.do(b, "POST", "/net", map[string]any{"iface": "bench0"}); st != 201 {
 		b.Fatalf("POST /net: %d %v", st, m)
 	}
-	for _, p := range []string{"bench", "fast"} {
+	for _, p := range []string{"bench", "fast", "tenk"} {
 		if st, m := r.do(b, "POST", "/plans", map[string]any{"name": p, "down_mbps": 20, "up_mbps": 10}); st != 201 {
 			b.Fatalf("plan: %d %v", st, m)
 		}
@@ -117,6 +134,8 @@ func benchClients(b *testing.B, n int, real bool) {
 		}
 		return time.Since(t0)
 	}
+	peak := watchMemory()
+	defer peak.stop()
 	b.StartTimer()
 	bulk := n - 200
 	t0 := time.Now()
@@ -189,6 +208,36 @@ func benchClients(b *testing.B, n int, real bool) {
 		}
 		*into = append(*into, at.Sub(t))
 	}
+	// reshapes is POST /plans giving plan p new rates, how long it took,
+	// and when the last of the want client.reshaped events came after it
+	// was sent (fewer or more within the wait fails the run).
+	reshapes := func(p string, down, up, want int) (answered, lastAt time.Duration) {
+		var events, lastEvent atomic.Int64
+		es, err := r.env.NC.Subscribe(event.Subject("subscribers", api.ClientReshaped), func(m *nats.Msg) {
+			events.Add(1)
+			lastEvent.Store(time.Now().UnixNano())
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer es.Unsubscribe()
+		_ = r.env.NC.Flush()
+		t0 := time.Now()
+		if st, m := r.do(b, "POST", "/plans", map[string]any{"name": p, "down_mbps": down, "up_mbps": up}); st != 200 {
+			b.Fatalf("plan %s's rates: %d %v", p, st, m)
+		}
+		answered = time.Since(t0)
+		for end := time.Now().Add(30*time.Second + time.Duration(want)*time.Millisecond); events.Load() < int64(want) && time.Now().Before(end); {
+			time.Sleep(10 * time.Millisecond)
+		}
+		time.Sleep(100 * time.Millisecond)
+		if got := events.Load(); got != int64(want) {
+			b.Fatalf("%d client.reshaped events for plan %s's %d clients", got, p, want)
+		}
+		return answered, time.Duration(lastEvent.Load() - t0.UnixNano())
+	}
+	// One plan for everyone given new rates: all n reshaped.
+	planAll, eventsAll := reshapes("bench", 30, 15, n)
 	susp := timed(100, func(i int) {
 		t := time.Now()
 		if st, m := r.do(b, "POST", "/suspend", map[string]any{"mac": benchMAC(i)}); st != 200 {
@@ -203,37 +252,37 @@ func benchClients(b *testing.B, n int, real bool) {
 		}
 		inKernel(t, &planK, "plan change", shaperKind)
 	})
-	// New rates of the plan most clients are on: one POST /plans, and a
-	// client.reshaped event for each of its n-100 clients.
-	var events atomic.Int64
-	var lastEvent atomic.Int64
-	es, err := r.env.NC.Subscribe(event.Subject("subscribers", api.ClientReshaped), func(*nats.Msg) {
-		events.Add(1)
-		lastEvent.Store(time.Now().UnixNano())
-	})
-	if err != nil {
-		b.Fatal(err)
+	// k more clients moved to "tenk" by 8 callers, whose new rates are
+	// the plan change of 10,000 clients (at 100,000).
+	k := min(10000, n/10)
+	mt := time.Now()
+	moves := make(chan int)
+	var mwg sync.WaitGroup
+	for w := 0; w < 8; w++ {
+		mwg.Add(1)
+		go func() {
+			defer mwg.Done()
+			for i := range moves {
+				if st, m := r.do(b, "POST", "/plan", map[string]any{"mac": benchMAC(i), "plan": "tenk"}); st != 200 {
+					b.Errorf("move %d: %d %v", i, st, m)
+				}
+			}
+		}()
 	}
-	_ = r.env.NC.Flush()
-	rt0 := time.Now()
-	rates := timed(1, func(int) {
-		if st, m := r.do(b, "POST", "/plans", map[string]any{"name": "bench", "down_mbps": 30, "up_mbps": 15}); st != 200 {
-			b.Fatalf("plan rates: %d %v", st, m)
-		}
-	})
-	for end := time.Now().Add(30 * time.Second); events.Load() < int64(n-100) && time.Now().Before(end); {
-		time.Sleep(10 * time.Millisecond)
+	for i := 100; i < 100+k; i++ {
+		moves <- i
 	}
-	time.Sleep(100 * time.Millisecond)
-	es.Unsubscribe()
-	if got := events.Load(); got != int64(n-100) {
-		b.Fatalf("%d client.reshaped events for the plan's %d clients", got, n-100)
+	close(moves)
+	mwg.Wait()
+	if b.Failed() {
+		b.FailNow()
 	}
-	eventsAt := time.Duration(lastEvent.Load() - rt0.UnixNano())
+	moveRate := float64(k) / time.Since(mt).Seconds()
+	rates, eventsAt := reshapes("tenk", 40, 20, k)
 	// The events' own part of it: the plan's records read and published.
 	et := time.Now()
-	if k, err := r.svc.Clients().Reshaped(context.Background(), "bench"); err != nil || k != n-100 {
-		b.Fatalf("reshaped events: %d %v", k, err)
+	if got, err := r.svc.Clients().Reshaped(context.Background(), "tenk"); err != nil || got != k {
+		b.Fatalf("reshaped events: %d %v", got, err)
 	}
 	eventsOwn := time.Since(et)
 	list := timed(3, func(int) {
@@ -270,24 +319,74 @@ func benchClients(b *testing.B, n int, real bool) {
 	}
 	b.ReportMetric(pct(susp, 0.5), "suspend_p50_ms")
 	b.ReportMetric(pct(plan, 0.5), "plan_p50_ms")
-	b.ReportMetric(pct(rates, 0.5), "plan_rates_ms")
+	b.ReportMetric(float64(planAll)/float64(time.Millisecond), "plan_all_ms")
+	b.ReportMetric(float64(eventsAll)/float64(time.Millisecond), "events_all_ms")
+	b.ReportMetric(moveRate, "moves_per_s")
+	b.ReportMetric(float64(rates)/float64(time.Millisecond), "plan_rates_ms")
 	b.ReportMetric(float64(eventsAt)/float64(time.Millisecond), "events_ms")
 	b.ReportMetric(float64(eventsOwn)/float64(time.Millisecond), "events_own_ms")
 	b.ReportMetric(pct(list, 0.5), "list_ms")
 	b.ReportMetric(pct(active, 0.5), "active_ms")
 	b.ReportMetric(float64(rec)/float64(time.Millisecond), "reconcile_ms")
 	b.ReportMetric(float64(ms.HeapInuse)/(1<<20), "heap_MB")
-	b.ReportMetric(rssMB(), "rss_MB")
+	b.ReportMetric(procStatusMB("VmRSS:"), "rss_MB")
+	heapPeak := peak.stop()
+	b.ReportMetric(heapPeak/(1<<20), "heap_peak_MB")
+	b.ReportMetric(procStatusMB("VmHWM:"), "rss_peak_MB")
 }
 
-// rssMB is the process's resident size (VmRSS), 0 when unreadable.
-func rssMB() float64 {
+// memPeak samples the heap in use until stopped and keeps its peak.
+type memPeak struct {
+	done chan struct{}
+	once sync.Once
+	max  atomic.Uint64
+	wg   sync.WaitGroup
+}
+
+// watchMemory resets the process's peak resident size (VmHWM, by
+// /proc/self/clear_refs) and samples the heap in use every 250 ms.
+func watchMemory() *memPeak {
+	_ = os.WriteFile("/proc/self/clear_refs", []byte("5"), 0)
+	p := &memPeak{done: make(chan struct{})}
+	sample := func() {
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		for v := p.max.Load(); ms.HeapInuse > v && !p.max.CompareAndSwap(v, ms.HeapInuse); v = p.max.Load() {
+		}
+	}
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		t := time.NewTicker(250 * time.Millisecond)
+		defer t.Stop()
+		for {
+			sample()
+			select {
+			case <-p.done:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return p
+}
+
+// stop ends the sampling and returns the peak heap in use in bytes.
+func (p *memPeak) stop() float64 {
+	p.once.Do(func() { close(p.done) })
+	p.wg.Wait()
+	return float64(p.max.Load())
+}
+
+// procStatusMB is a size field of /proc/self/status (VmRSS:, VmHWM:) in
+// MB, 0 when unreadable.
+func procStatusMB(field string) float64 {
 	raw, err := os.ReadFile("/proc/self/status")
 	if err != nil {
 		return 0
 	}
 	for _, l := range strings.Split(string(raw), "\n") {
-		if f := strings.Fields(l); len(f) == 3 && f[0] == "VmRSS:" {
+		if f := strings.Fields(l); len(f) == 3 && f[0] == field {
 			kb, _ := strconv.ParseFloat(f[1], 64)
 			return kb / 1024
 		}

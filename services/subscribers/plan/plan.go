@@ -129,21 +129,36 @@ func (b *Book) put(ctx context.Context, in *api.PlanPut) (p, old Plan, newRev in
 	return p, old, 0, false, apierr.Conflict("plan %s is being changed by another request; try again", in.Name)
 }
 
+// RollbackBudget is what a reshape leaves of its request for the rollback
+// when the shaper fails (the old rates stored again and, when the shaper
+// did not answer, given to it again). api.PlansPut's timeout is the
+// shaper's plans.rates timeout plus this: a plan held by 100,000 clients
+// must not be cut short by the request's own default timeout.
+const RollbackBudget = time.Minute
+
 // reshape asks the shaper to give the plan's users the new rates; when it
 // cannot, the plan's old rates are put back (unless the plan changed again
-// meanwhile) and the error answered.
+// meanwhile) and the error answered. The shaper has the request's time
+// less the rollback's (a third of what is left at most), so a reshape
+// that does not answer leaves time to undo it and answer.
 func (b *Book) reshape(ctx context.Context, p, old Plan, rev int64) error {
 	n, err := b.st.Count(ctx, usersPrefix(b.st, p.Name))
 	if err != nil || n == 0 {
 		return err
 	}
-	rerr := b.Reshape(ctx, p)
+	rctx := ctx
+	if dl, ok := ctx.Deadline(); ok {
+		var cancel context.CancelFunc
+		rctx, cancel = context.WithDeadline(ctx, dl.Add(-min(RollbackBudget, time.Until(dl)/3)))
+		defer cancel()
+	}
+	rerr := b.Reshape(rctx, p)
 	if rerr == nil {
 		return nil
 	}
-	// The rollback runs past the request's deadline: a reshape that timed
-	// out has used it up (100,000 clients' plans.rates did).
-	bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	// The rollback runs past the request's deadline when the request had
+	// less than the budget left.
+	bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), RollbackBudget)
 	defer cancel()
 	if _, err := b.st.Txn().IfRevision(b.key(p.Name), rev).Put(b.key(p.Name), old).Commit(bctx); err != nil {
 		return apierr.Internal(rerr.Error(), "plan %s: its clients could not be reshaped, and the old rates could not be put back: %v", p.Name, err)
