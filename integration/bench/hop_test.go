@@ -91,11 +91,12 @@ func BenchmarkHop(b *testing.B) {
 			op, ep, path, suffix = echoWaitOp, eps[true], "/echo-wait", "-wait300"
 		}
 		url := "http://" + l.Addr().String() + path
-		for _, mode := range []string{"direct", "bus", "gateway", "http-only"} {
+		for _, mode := range []string{"direct", "bus", "gateway", "gateway-raw", "http-only", "http-only-raw"} {
 			b.Run(mode+suffix, func(b *testing.B) {
 				var lat latencies
 				var raw net.Listener
-				if mode == "http-only" {
+				var rc *rawClient
+				if strings.HasPrefix(mode, "http-only") {
 					// The floor: a bare Go HTTP round trip on loopback.
 					raw, _ = net.Listen("tcp", "127.0.0.1:0")
 					go http.Serve(raw, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -107,6 +108,11 @@ func BenchmarkHop(b *testing.B) {
 						_, _ = w.Write([]byte("{\n    \"ok\": true\n}\n"))
 					}))
 					defer raw.Close()
+					if mode == "http-only-raw" {
+						rc = newRawClient(b, "http://"+raw.Addr().String())
+					}
+				} else if mode == "gateway-raw" {
+					rc = newRawClient(b, url)
 				}
 				for i := 0; i < b.N; i++ {
 					lat.time(func() {
@@ -121,6 +127,8 @@ func BenchmarkHop(b *testing.B) {
 							}
 						case "gateway":
 							post(b, url, body)
+						case "gateway-raw", "http-only-raw":
+							rc.do(b, "POST", path, body)
 						default:
 							post(b, "http://"+raw.Addr().String()+path, body)
 						}

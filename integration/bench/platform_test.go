@@ -162,12 +162,15 @@ func (p *platform) direct(b *testing.B, subject, method, body string) {
 // alone, and its handler called directly (which itself asks two services).
 func BenchmarkStatus(b *testing.B) {
 	p := setup(b)
-	for _, mode := range []string{"direct", "bus", "gateway"} {
+	for _, mode := range []string{"direct", "bus", "gateway", "gateway-raw"} {
 		b.Run(mode, func(b *testing.B) {
 			var l latencies
+			raw := newRawClient(b, p.url)
 			for i := 0; i < b.N; i++ {
 				l.time(func() {
 					switch mode {
+					case "gateway-raw":
+						raw.do(b, "GET", "/status", "")
 					case "direct":
 						p.direct(b, api.StatusGet.Subject(), "GET", "{}")
 					case "bus":
@@ -220,15 +223,19 @@ func stats(b *testing.B, p *platform, service string) (n int, busy time.Duration
 // transactions each, the path every billing change takes.
 func BenchmarkPlanPair(b *testing.B) {
 	p := setup(b)
-	for _, mode := range []string{"direct", "bus", "gateway"} {
+	for _, mode := range []string{"direct", "bus", "gateway", "gateway-raw"} {
 		b.Run(mode, func(b *testing.B) {
 			var l latencies
+			raw := newRawClient(b, p.url)
 			for i := 0; i < b.N; i++ {
 				name := fmt.Sprintf("bench%d", i)
 				put := fmt.Sprintf(`{"name":%q,"down_mbps":100,"up_mbps":20}`, name)
 				del := fmt.Sprintf(`{"name":%q}`, name)
 				l.time(func() {
 					switch mode {
+					case "gateway-raw":
+						raw.do(b, "POST", "/plans", put)
+						raw.do(b, "DELETE", "/plans/"+name, "")
 					case "direct":
 						p.direct(b, api.PlansPut.Subject(), "POST", put)
 						p.direct(b, api.PlansDelete.Subject(), "DELETE", del)
