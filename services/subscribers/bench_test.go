@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"os"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -93,8 +94,15 @@ func benchSizes(b *testing.B, real bool) {
 	}
 }
 
+// benchNets is how many served networks the clients are spread over:
+// one /16 on an interface of its own each (10.64.0.0/16 on bnr0 to
+// 10.67.0.0/16 on bnr3), client i on network i%benchNets, so 100,000
+// clients are 25,000 per /16 (the shaper's HTB root per interface).
+const benchNets = 4
+
 func benchIP(i int) string {
-	return netip.AddrFrom4([4]byte{10, 64 + byte(i>>16), byte(i >> 8), byte(i)}).Next().Next().String()
+	j := i / benchNets
+	return netip.AddrFrom4([4]byte{10, 64 + byte(i%benchNets), byte(j >> 8), byte(j)}).Next().Next().String()
 }
 
 func benchMAC(i int) string {
@@ -108,18 +116,22 @@ func pct(d []time.Duration, p float64) float64 {
 
 func benchClients(b *testing.B, n int, real bool) {
 	b.StopTimer()
-	r := newRig(b, real)
-	// The subscribers' side of the served link in a namespace of its own:
+	r := newRig(quietTB{b}, real)
+	// The subscribers' side of the served links in a namespace of its own:
 	// the DHCP probe's frames come to the router from outside.
 	sub := testenv.Netns(b)
-	testenv.Run(b, r.ns, "ip", "link", "add", "bench0", "type", "veth", "peer", "name", "bench1")
-	testenv.Run(b, r.ns, "ip", "link", "set", "bench1", "netns", sub.Path())
-	testenv.Run(b, sub, "ip", "link", "set", "bench1", "up")
-	testenv.Run(b, r.ns, "ip", "link", "set", "bench0", "up")
-	testenv.Run(b, r.ns, "ip", "addr", "add", "10.64.0.1/14", "dev", "bench0")
-	probe := newDHCPProbe(b, sub, "bench1")
-	if st, m := r.do(b, "POST", "/net", map[string]any{"iface": "bench0"}); st != 201 {
-		b.Fatalf("POST /net: %d %v", st, m)
+	var probes []*dhcpProbe
+	for k := 0; k < benchNets; k++ {
+		rt, st := fmt.Sprintf("bnr%d", k), fmt.Sprintf("bns%d", k)
+		testenv.Run(b, r.ns, "ip", "link", "add", rt, "type", "veth", "peer", "name", st)
+		testenv.Run(b, r.ns, "ip", "link", "set", st, "netns", sub.Path())
+		testenv.Run(b, sub, "ip", "link", "set", st, "up")
+		testenv.Run(b, r.ns, "ip", "link", "set", rt, "up")
+		testenv.Run(b, r.ns, "ip", "addr", "add", fmt.Sprintf("10.%d.0.1/16", 64+k), "dev", rt)
+		probes = append(probes, newDHCPProbe(b, sub, st))
+		if code, m := r.do(b, "POST", "/net", map[string]any{"iface": rt}); code != 201 {
+			b.Fatalf("POST /net %s: %d %v", rt, code, m)
+		}
 	}
 	for _, p := range []string{"bench", "fast", "tenk"} {
 		if st, m := r.do(b, "POST", "/plans", map[string]any{"name": p, "down_mbps": 20, "up_mbps": 10}); st != 201 {
@@ -166,7 +178,7 @@ func benchClients(b *testing.B, n int, real bool) {
 		t := time.Now()
 		lat = append(lat, add(i))
 		o := time.Now()
-		ip, err := probe.offer(benchMAC(i), 2*time.Second)
+		ip, err := probes[i%benchNets].offer(benchMAC(i), 2*time.Second)
 		if err != nil || ip != benchIP(i) {
 			b.Fatalf("client %d (%s %s) added, but dhcp offers %q: %v", i, benchMAC(i), benchIP(i), ip, err)
 		}
@@ -334,6 +346,26 @@ func benchClients(b *testing.B, n int, real bool) {
 	b.ReportMetric(heapPeak/(1<<20), "heap_peak_MB")
 	b.ReportMetric(procStatusMB("VmHWM:"), "rss_peak_MB")
 }
+
+// quietTB is the benchmark's testing.TB for the rig's services' logs:
+// only warnings, errors and the lines benchLogKept names reach b.Log. A
+// testing.B keeps every logged line in memory until it ends: a debug line
+// per request, several per add, would make the 100,000 run's heap the
+// test's log rather than routerd's (a real routerd writes its log out).
+type quietTB struct{ testing.TB }
+
+// benchLogKept are the log messages a benchmark keeps besides warnings
+// and errors: the shaper's own timing of a reshape, the reconciles.
+var benchLogKept = []string{`msg="plan reshaped"`, `msg="clients' effects reconciled"`, `msg="shaping reconciled`}
+
+func (q quietTB) Log(args ...any) {
+	line := fmt.Sprint(args...)
+	if strings.Contains(line, "level=WARN") || strings.Contains(line, "level=ERROR") || slices.ContainsFunc(benchLogKept, func(k string) bool { return strings.Contains(line, k) }) {
+		q.TB.Log(line)
+	}
+}
+
+func (q quietTB) Logf(format string, args ...any) { q.Log(fmt.Sprintf(format, args...)) }
 
 // memPeak samples the heap in use until stopped and keeps its peak.
 type memPeak struct {
