@@ -1,0 +1,165 @@
+package store_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"routerd.dev/shared/store"
+	"routerd.dev/shared/testenv"
+)
+
+// TestReplace: keys given with their stored value are left alone (same
+// revision), changed and new ones written, stored ones not given deleted,
+// a key put by another writer after the read kept, keys outside the
+// prefixes untouched; more keys than one transaction takes.
+func TestReplace(t *testing.T) {
+	env := testenv.Start(t)
+	ctx := context.Background()
+	s := store.New(env.KV, "r")
+	const n = 3 * store.MaxTxnOps
+	put := func(k, v string) int64 {
+		t.Helper()
+		resp, err := env.KV.Put(ctx, k, v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.Header.Revision
+	}
+	key := func(i int) string { return s.Key("a", fmt.Sprintf("%04d", i)) }
+	for i := 0; i < n; i++ {
+		put(key(i), fmt.Sprint("v", i))
+	}
+	put(s.Key("b", "x"), "old")
+	put(s.Key("c", "kept"), "outside the prefixes")
+	unchangedRev := func(i int) int64 {
+		g, err := env.KV.Get(ctx, key(i))
+		if err != nil || len(g.Kvs) != 1 {
+			t.Fatalf("get %d: %v %v", i, g, err)
+		}
+		return g.Kvs[0].ModRevision
+	}
+	before := unchangedRev(1)
+
+	r, err := s.Replace(ctx, s.Key("a")+"/", s.Key("b")+"/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Stored() != n+1 {
+		t.Fatalf("Stored() = %d, want %d", r.Stored(), n+1)
+	}
+	// Written by someone else after the read: not Replace's to delete.
+	put(s.Key("b", "meanwhile"), "theirs")
+	// Even keys kept, every third changed, odd ones (but 1) dropped, and
+	// new ones past n.
+	want := map[string]string{}
+	for i := 0; i < n+200; i++ {
+		v := fmt.Sprint("v", i)
+		switch {
+		case i < n && i%2 == 1 && i != 1:
+			continue
+		case i%3 == 0:
+			v += "-changed"
+		}
+		want[key(i)] = v
+		if err := r.Put(key(i), v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, err := r.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Stored even keys and key 1 given; of them every third changed.
+	var unchanged, written, deleted int
+	for i := 0; i < n; i++ {
+		_, given := want[key(i)]
+		switch {
+		case !given:
+			deleted++
+		case i%3 == 0:
+			written++
+		default:
+			unchanged++
+		}
+	}
+	written += 200
+	deleted++ // b/x
+	if res.Unchanged != unchanged || res.Written != written || res.Deleted != deleted || res.Revision == 0 {
+		t.Errorf("result %+v; want unchanged %d, written %d, deleted %d", res, unchanged, written, deleted)
+	}
+	g, err := env.KV.Get(ctx, s.Key("a")+"/", clientv3.WithPrefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, kv := range g.Kvs {
+		got[string(kv.Key)] = string(kv.Value)
+	}
+	if len(got) != len(want) {
+		t.Errorf("%d keys stored, want %d", len(got), len(want))
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s = %q, want %q", k, got[k], v)
+		}
+	}
+	if after := unchangedRev(1); after != before {
+		t.Errorf("an unchanged key was written again: revision %d, then %d", before, after)
+	}
+	for k, v := range map[string]string{s.Key("b", "meanwhile"): "theirs", s.Key("c", "kept"): "outside the prefixes", s.Key("b", "x"): ""} {
+		g, err := env.KV.Get(ctx, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stored := ""
+		if len(g.Kvs) == 1 {
+			stored = string(g.Kvs[0].Value)
+		}
+		if stored != v {
+			t.Errorf("%s = %q, want %q", k, stored, v)
+		}
+	}
+
+	// The same again: nothing written, nothing deleted.
+	r, err = s.Replace(ctx, s.Key("a")+"/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range want {
+		if err := r.Put(k, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if res, err := r.Close(); err != nil || res != (store.ReplaceResult{Unchanged: len(want)}) {
+		t.Errorf("the same again: %+v %v", res, err)
+	}
+}
+
+// TestReplaceFenced: through a fenced store whose lock is gone nothing is
+// written, and Close says so.
+func TestReplaceFenced(t *testing.T) {
+	env := testenv.Start(t)
+	ctx := context.Background()
+	l, err := store.TryLock(ctx, env.KV, "replace")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := store.New(env.KV, "f").Fenced(l)
+	r, err := s.Replace(ctx, s.Key("a")+"/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	_ = r.Put(s.Key("a", "1"), "x")
+	if _, err := r.Close(); err == nil {
+		t.Fatal("Close after the lock was lost: no error")
+	}
+	if g, err := env.KV.Get(ctx, s.Key("a", "1")); err != nil || len(g.Kvs) != 0 {
+		t.Errorf("written without the lock: %v %v", g, err)
+	}
+}
