@@ -264,10 +264,11 @@ func (s *Service) exportDocs(ctx context.Context, in *api.None) (*api.ConfigDocu
 // importDocs is subscribers.config.import. With etc/clients.json (text or
 // an object, read as a stream: one client in memory at a time), both
 // documents are checked first (each client's plan must be in the plans
-// brought in, or stored when no etc/plans.json comes), then the clients
-// are removed, the plans replaced and the clients stored in transactions
-// of 100 operations (not one transaction: a failure half way says how far
-// it got); their effects follow by a reconcile with every owner.
+// brought in, or stored when no etc/plans.json comes), then the stored
+// clients made those of the document, writing only what differs
+// (client.Book.ReplaceDocument: not one transaction, a failure half way
+// says how far it got), then the plans replaced; their effects follow by
+// a reconcile with every owner.
 func (s *Service) importDocs(ctx context.Context, in *api.ConfigDocuments) (*api.ConfigImported, error) {
 	open := func() (io.ReadCloser, error) {
 		r, _, err := docobj.Reader(ctx, s.deps.NC, in, client.Document)
@@ -302,18 +303,20 @@ func (s *Service) importDocs(ctx context.Context, in *api.ConfigDocuments) (*api
 	if err != nil {
 		return nil, err
 	}
-	if err := s.clients.Wipe(ctx); err != nil {
-		return nil, err
-	}
-	out, err := s.plans.Import(ctx, in)
-	if err != nil {
-		return nil, err
-	}
+	// The clients first (those the document drops no longer hold their
+	// plans, which the plans' import checks), writing only what differs.
 	if r, err = open(); err != nil {
 		return nil, err
 	}
-	err = s.clients.LoadDocument(ctx, r)
+	t0 := time.Now()
+	n, res, err := s.clients.ReplaceDocument(ctx, r)
 	r.Close()
+	s.deps.Log.Info("clients imported", "clients", n, "unchanged_keys", res.Unchanged, "written", res.Written,
+		"deleted", res.Deleted, "took", time.Since(t0).Round(time.Millisecond), "err", err)
+	if err != nil {
+		return nil, err
+	}
+	out, err := s.plans.Import(ctx, in)
 	if err != nil {
 		return nil, err
 	}

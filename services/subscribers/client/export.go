@@ -16,6 +16,7 @@ import (
 	"routerd.dev/proto/api"
 	"routerd.dev/shared/apierr"
 	"routerd.dev/shared/docobj"
+	"routerd.dev/shared/store"
 )
 
 // Document is the path of the clients' configuration document.
@@ -122,8 +123,7 @@ func EachInDocument(r io.Reader, plans map[string]bool, fn func(c *api.Client) e
 	return err
 }
 
-// Wipe removes every client and index key in one transaction (the
-// start of an import).
+// Wipe removes every client and index key in one transaction.
 func (b *Book) Wipe(ctx context.Context) error {
 	_, err := b.d.St.Client().Txn(ctx).Then(
 		clientv3.OpDelete(b.k.clients(), clientv3.WithPrefix()),
@@ -145,15 +145,46 @@ func (b *Book) Load(ctx context.Context, clients []api.Client) error {
 	return l.flush()
 }
 
-// LoadDocument stores the clients of etc/clients.json read from r (after
-// Wipe; checked before with EachInDocument) as Load does, one client in
-// memory at a time.
-func (b *Book) LoadDocument(ctx context.Context, r io.Reader) error {
-	l := b.loader(ctx)
-	if err := EachInDocument(r, nil, l.add); err != nil {
-		return err
+// ReplaceDocument makes the stored clients and their index keys exactly
+// those of etc/clients.json read from r (checked before with
+// EachInDocument), one client in memory at a time, writing only what
+// differs (store.Replace): a client stored as the document has it is not
+// written again, one changed or new is written with its index keys,
+// and a client or index key the document does not hold is deleted. The
+// writes are transactions of up to 128 operations, several in flight;
+// a failure half way says how far it got. It returns how many clients
+// the document held and what was written. The effects follow with the
+// next Reconcile.
+func (b *Book) ReplaceDocument(ctx context.Context, r io.Reader) (int, store.ReplaceResult, error) {
+	rp, err := b.d.St.Replace(ctx, b.k.clients(), b.d.St.Key("index")+"/")
+	if err != nil {
+		return 0, store.ReplaceResult{}, err
 	}
-	return l.flush()
+	n := 0
+	failed := func(err error) error {
+		return apierr.Internal(err.Error(), "%s: %d of its clients read, then the store failed", Document, n)
+	}
+	err = EachInDocument(r, nil, func(c *api.Client) error {
+		raw, err := jsonOf(c)
+		if err != nil {
+			return failed(err)
+		}
+		if err := rp.Put(b.k.client(c.MAC), raw); err != nil {
+			return failed(err)
+		}
+		for k, v := range b.indexes(c) {
+			if err := rp.Put(k, v); err != nil {
+				return failed(err)
+			}
+		}
+		n++
+		return nil
+	})
+	res, cerr := rp.Close()
+	if err == nil && cerr != nil {
+		err = failed(cerr)
+	}
+	return n, res, err
 }
 
 // loader writes clients and their index keys in transactions of up to
