@@ -51,7 +51,7 @@ func (s *Service) exportConfig(ctx context.Context, _ *api.None) (*api.ConfigDoc
 
 // importConfig stores etc/dhcp.json as /router/dhcp/config (dhcp.config.import;
 // `null` deletes it: serve nothing) and waits, up to 10 s, until the engine
-// has applied it. A document that does not parse or validate is a 400 and
+// has applied it (the one stored and in force already is left as it is). A document that does not parse or validate is a 400 and
 // nothing changes; without the document nothing changes.
 //
 // etc/dhcp-reservations.json follows, once the configuration is in force
@@ -94,6 +94,19 @@ func (s *Service) importEngineConfig(ctx context.Context, in *api.ConfigDocument
 		var compact bytes.Buffer
 		if err := json.Compact(&compact, []byte(text)); err != nil {
 			return nil, apierr.Invalid("documents", "%s: %v", ConfigDocument, err)
+		}
+		// The configuration stored and in force already is not written
+		// again: the engine would compile it anew with every reservation
+		// (100,000 of them: seconds and a second copy of them in memory)
+		// to serve what it serves.
+		resp, err := s.d.KV.Get(ctx, key)
+		if err != nil {
+			return nil, fmt.Errorf("dhcp: reading the configuration: %w", err)
+		}
+		if len(resp.Kvs) == 1 && bytes.Equal(resp.Kvs[0].Value, compact.Bytes()) {
+			if st := s.State(); st.Source == "stored" && st.Revision == resp.Kvs[0].ModRevision {
+				return &api.ConfigImported{Documents: []string{ConfigDocument}}, nil
+			}
 		}
 		txn.Put(key, json.RawMessage(compact.Bytes()))
 	}

@@ -25,10 +25,6 @@ import (
 // docobj.InlineMax (api.DHCPConfig streams it).
 const ReservationsDocument = "etc/dhcp-reservations.json"
 
-// resvBatch bounds the operations of one etcd transaction of an import
-// (etcd's default limit is 128).
-const resvBatch = 100
-
 // renderReservations writes etc/dhcp-reservations.json to w from the
 // stored keys, paged at one revision (clients/ sorts before services/,
 // so one pass gives both arrays in order). Records that do not parse are
@@ -131,12 +127,13 @@ func (s *Service) eachReservation(r io.Reader, fn func(key string, v any) error)
 // importReservations makes the stored reservations exactly those of the
 // document, read as a stream (open gives it afresh) and never held whole:
 // checked first in one pass (a bad one refuses the whole import, nothing
-// changes); then every reservation of the document written in
-// transactions of resvBatch operations, and every key not written since
-// (its revision older than the first write) deleted the same way; then
-// the engine reloads them from the store as at start. A large document
-// is therefore not one transaction: a failure half way leaves part
-// written, and is reported as such.
+// changes); then the stored ones made those of the document writing only
+// what differs (store.Replace: a reservation stored as the document has
+// it is not written again, nor applied again by the engine's watch; those
+// the document does not hold are deleted); then the engine is waited for
+// until its watch has applied every write. A large document is therefore
+// not one transaction: a failure half way leaves part written, and is
+// reported as such.
 func (s *Service) importReservations(ctx context.Context, open func() (io.ReadCloser, error)) (string, error) {
 	r, err := open()
 	if err != nil {
@@ -147,54 +144,42 @@ func (s *Service) importReservations(ctx context.Context, open func() (io.ReadCl
 	if err != nil {
 		return "", err
 	}
-	// The revision before the writes: a key whose last write is no newer
-	// was not in the document.
-	g, err := s.d.KV.Get(ctx, s.st.Key(ResvPrefix), clientv3.WithCountOnly())
+	t0 := time.Now()
+	rp, err := s.wst.Replace(ctx, s.st.Key(ResvPrefix))
 	if err != nil {
 		return "", err
 	}
-	mark := g.Header.Revision
-	var last int64 // the revision of the import's last write under the prefix
-	written := 0
-	t := s.wst.Txn()
-	ops := 0
-	commit := func(what string) error {
-		if ops == 0 {
-			return nil
-		}
-		rev, err := t.Commit(ctx)
-		if err != nil {
-			return apierr.Internal(err.Error(), "%s: %d reservations stored, then the store failed %s", ReservationsDocument, written, what)
-		}
-		last = max(last, rev)
-		written += ops
-		t, ops = s.wst.Txn(), 0
-		return nil
+	n := 0
+	failed := func(err error) error {
+		return apierr.Internal(err.Error(), "%s: %d of its reservations read, then the store failed", ReservationsDocument, n)
 	}
 	if r, err = open(); err != nil {
+		rp.Close()
 		return "", err
 	}
 	err = s.eachReservation(r, func(key string, v any) error {
-		t.Put(key, v)
-		if ops++; ops == resvBatch {
-			return commit("writing them")
+		raw, err := json.Marshal(v)
+		if err != nil {
+			return failed(err)
 		}
+		if err := rp.Put(key, string(raw)); err != nil {
+			return failed(err)
+		}
+		n++
 		return nil
 	})
 	r.Close()
-	if err == nil {
-		err = commit("writing them")
+	res, cerr := rp.Close()
+	if err == nil && cerr != nil {
+		err = failed(cerr)
 	}
+	s.d.Log.Info("reservations imported", "reservations", n, "unchanged", res.Unchanged, "written", res.Written,
+		"deleted", res.Deleted, "took", time.Since(t0).Round(time.Millisecond), "err", err)
 	if err != nil {
 		return "", err
 	}
-	removed, swept, err := s.sweepReservations(ctx, mark)
-	last = max(last, swept)
-	if err != nil {
-		return "", apierr.Internal(err.Error(), "%s: all %d reservations stored, %d older ones removed, then the store failed", ReservationsDocument, written, removed)
-	}
 	if eng, err := s.engine(); err == nil {
-		return s.settleReservations(ctx, eng, last)
+		return s.settleReservations(ctx, eng, res.Revision)
 	}
 	return "", nil
 }
@@ -237,46 +222,4 @@ func (s *Service) settleReservations(ctx context.Context, eng *Engine, last int6
 		return "stored, but the engine refused them as a whole: " + err.Error(), nil
 	}
 	return "", nil
-}
-
-// sweepReservations deletes, resvBatch at a time, every reservation key
-// last written at or before revision mark; it returns how many and the
-// revision of its last deletion.
-func (s *Service) sweepReservations(ctx context.Context, mark int64) (removed int, last int64, err error) {
-	prefix := s.st.Key(ResvPrefix)
-	end := clientv3.GetPrefixRangeEnd(prefix)
-	t, ops := s.wst.Txn(), 0
-	commit := func() error {
-		if ops == 0 {
-			return nil
-		}
-		rev, err := t.Commit(ctx)
-		if err != nil {
-			return err
-		}
-		removed, last = removed+ops, max(last, rev)
-		t, ops = s.wst.Txn(), 0
-		return nil
-	}
-	for key := prefix; ; {
-		resp, err := s.d.KV.Get(ctx, key, clientv3.WithRange(end), clientv3.WithLimit(loadPage), clientv3.WithKeysOnly())
-		if err != nil {
-			return removed, last, err
-		}
-		for _, kv := range resp.Kvs {
-			if kv.ModRevision > mark {
-				continue
-			}
-			t.Delete(string(kv.Key))
-			if ops++; ops == resvBatch {
-				if err := commit(); err != nil {
-					return removed, last, err
-				}
-			}
-		}
-		if !resp.More || len(resp.Kvs) == 0 {
-			return removed, last, commit()
-		}
-		key = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
-	}
 }
