@@ -158,19 +158,57 @@ func benchSize(b *testing.B, n int) {
 	run, build := startBench(b, env, ns)
 	b.Logf("n=%d: stored in %v; full build at start %v", n, seed.Round(time.Millisecond), build.Round(time.Millisecond))
 
-	// One subscriber at a time: new ones in a fresh /24 (each with a /64),
-	// then rate changes (down and up: the class and the limit object),
-	// then removals.
+	sp := run.svc.Spares()["b0"]
+	b.Logf("n=%d: spare classes on b0 after the build: %d (target %d)", n, sp[0], sp[1])
+
+	// One subscriber at a time, back to back: new ones (each with a /64),
+	// each noted as taking a spare class or making one (the pool empty);
+	// the pool refilled by the idle tending, timed; a second burst past the
+	// pool, timing the adds that had to make their class; then rate
+	// changes (down and up: the class and the limit object), then removals
+	// (the classes become spares).
 	const k = 200
-	var add, change, remove []time.Duration
-	for i := 0; i < k; i++ {
-		s := api.Shape{ID: fmt.Sprintf("new%03d", i), IP: fmt.Sprintf("10.99.0.%d", i+1), Prefix6: fmt.Sprintf("2001:db8:99:%x::/64", i),
+	var add, addSpare, addMade, made2, change, remove []time.Duration
+	newShape := func(i int) api.Shape {
+		return api.Shape{ID: fmt.Sprintf("new%03d", i), IP: fmt.Sprintf("10.99.%d.%d", i/250, i%250+1), Prefix6: fmt.Sprintf("2001:db8:99:%x::/64", i),
 			Iface: "b0", Plan: "base", DownMbps: 30, UpMbps: 15}
+	}
+	for i := 0; i < k; i++ {
+		s := newShape(i)
+		spare := run.svc.Spares()["b0"][0] > 0
 		t := time.Now()
 		if _, err := bus.Invoke(ctx, env.NC, api.ShaperSet, &s); err != nil {
 			b.Fatal(err)
 		}
-		add = append(add, time.Since(t))
+		d := time.Since(t)
+		add = append(add, d)
+		if spare {
+			addSpare = append(addSpare, d)
+		} else {
+			addMade = append(addMade, d)
+		}
+	}
+	t0 = time.Now()
+	for sp := run.svc.Spares()["b0"]; sp[0] < sp[1]; sp = run.svc.Spares()["b0"] {
+		if time.Since(t0) > 10*time.Minute {
+			b.Fatalf("pool not refilled after 10 minutes: %v", sp)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	refill := time.Since(t0)
+	sp = run.svc.Spares()["b0"]
+	made := k
+	for i := 0; i < sp[0]+20; i++ {
+		s := newShape(made)
+		made++
+		spare := run.svc.Spares()["b0"][0] > 0
+		t := time.Now()
+		if _, err := bus.Invoke(ctx, env.NC, api.ShaperSet, &s); err != nil {
+			b.Fatal(err)
+		}
+		if !spare {
+			made2 = append(made2, time.Since(t))
+		}
 	}
 	for i := 0; i < k; i++ {
 		s := shapes[(i*7919)%n]
@@ -181,7 +219,7 @@ func benchSize(b *testing.B, n int) {
 		}
 		change = append(change, time.Since(t))
 	}
-	for i := 0; i < k; i++ {
+	for i := 0; i < made; i++ {
 		t := time.Now()
 		if _, err := bus.Invoke(ctx, env.NC, api.ShaperRemove, &api.ShapeRef{ID: fmt.Sprintf("new%03d", i)}); err != nil {
 			b.Fatal(err)
@@ -190,6 +228,15 @@ func benchSize(b *testing.B, n int) {
 	}
 	b.Logf("n=%d: one subscriber through the bus: new p50 %.2f ms p99 %.2f ms; rate change p50 %.2f ms p99 %.2f ms; removal p50 %.2f ms p99 %.2f ms",
 		n, ms(pct(add, .5)), ms(pct(add, .99)), ms(pct(change, .5)), ms(pct(change, .99)), ms(pct(remove, .5)), ms(pct(remove, .99)))
+	line := func(what string, d []time.Duration) string {
+		if len(d) == 0 {
+			return what + ": none"
+		}
+		return fmt.Sprintf("%s: %d, p50 %.2f ms p99 %.2f ms", what, len(d), ms(pct(d, .5)), ms(pct(d, .99)))
+	}
+	b.Logf("n=%d: of the %d new: %s; %s; pool refilled to %d by the idle tending in %v; a burst past the pool: %s",
+		n, k, line("with a spare", addSpare), line("class made (pool empty)", addMade), sp[1], refill.Round(time.Millisecond),
+		line("class made (pool empty)", made2))
 	b.ReportMetric(ms(pct(add, .5)), "set-p50-ms")
 	b.ReportMetric(ms(pct(add, .99)), "set-p99-ms")
 

@@ -2,6 +2,7 @@ package shaper_test
 
 import (
 	"context"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -11,7 +12,8 @@ import (
 )
 
 // TestFullKernelFqCodelLeaves: on a kernel with fq_codel (the VM tier),
-// every subscriber class gets an fq_codel leaf, the status says so, and a reconcile puts back a leaf taken away. On a kernel
+// every subscriber class and every spare class gets an fq_codel leaf, the
+// status says so, and a reconcile puts back a leaf taken away. On a kernel
 // without it the test skips, saying the shaper fell back to pfifo.
 func TestFullKernelFqCodelLeaves(t *testing.T) {
 	l := newLab(t)
@@ -33,18 +35,30 @@ func TestFullKernelFqCodelLeaves(t *testing.T) {
 	if st.Ifaces[0].Leaf != "fq_codel" {
 		t.Skipf("kernel without fq_codel: leaf %q (the VM tier runs this)", st.Ifaces[0].Leaf)
 	}
+	settle(t, svc)
+	spares := svc.Spares()["sub0"][0]
 	count := func() int {
 		return strings.Count(testenv.Run(t, l.router, "tc", "qdisc", "show", "dev", "sub0"), "fq_codel")
 	}
-	if n := count(); n != 2 {
-		t.Fatalf("%d fq_codel leaves, want 2 (two subscribers)", n)
+	if n := count(); n != 2+spares {
+		t.Fatalf("%d fq_codel leaves, want %d (two subscribers, %d spares)", n, 2+spares, spares)
 	}
-	testenv.Run(t, l.router, "tc", "qdisc", "del", "dev", "sub0", "parent", "1:b")
+	// The leaf of subscriber a's class (the class its down4 element names)
+	// taken away.
+	m := regexp.MustCompile(`10\.77\.0\.10 : ([0-9a-f]+:[0-9a-f]+)`).FindStringSubmatch(
+		testenv.Run(t, l.router, "nft", "list", "map", "inet", "routerd_shaper", "down4"))
+	if m == nil {
+		t.Fatal("no down4 element for 10.77.0.10")
+	}
+	testenv.Run(t, l.router, "tc", "qdisc", "del", "dev", "sub0", "parent", m[1])
+	if n := count(); n != 1+spares {
+		t.Fatalf("%d fq_codel leaves after deleting one, want %d", n, 1+spares)
+	}
 	res, err := svc.Reconcile(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := count(); n != 2 {
-		t.Errorf("after the reconcile %d fq_codel leaves, want 2 (%+v)", n, res)
+	if n := count(); n != 2+spares || res.Changed != 1 {
+		t.Errorf("after the reconcile %d fq_codel leaves, want %d, and one change (%+v)", n, 2+spares, res)
 	}
 }

@@ -14,8 +14,8 @@ import (
 // shaper service"):
 //
 //	X    root htb 7264:  ── bpf filter (priority >> 16 → 7264:G)
-//	       class 7264:G (one per /24 of the interface's subscribers)
-//	         qdisc htb G:   class G:m (m = last octet + 1), leaf pfifo or fq_codel
+//	       class 7264:G (one per 256 classes of the interface)
+//	         qdisc htb G:   class G:m (m 1..256: a subscriber's or a spare), leaf pfifo or fq_codel
 //
 // The download class is chosen by nftables in the forward path (the map
 // from the destination address to G:m sets the packet's priority); the
@@ -27,7 +27,10 @@ import (
 // object at all: it is policed in nftables (nft.go), because every class
 // creation also walks a global list of every filter block bound for
 // offload on devices without ndo_setup_tc (veth, ifb), and a class per
-// subscriber on an ifb doubled that list and the walks.
+// subscriber on an ifb doubled that list and the walks. For the same
+// reason download classes are made ahead of need, while the shaper is
+// idle (pool.go): a new subscriber takes a spare class and changes its
+// rate.
 
 const (
 	major     = kernel.ShaperQdiscMajor

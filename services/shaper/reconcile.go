@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 
 	"github.com/vishvananda/netlink"
@@ -17,7 +18,10 @@ type ReconcileResult struct {
 	// Added, Changed and Removed count kernel objects (classes, upload
 	// nodes, map elements, links).
 	Added, Changed, Removed int
-	Problems                []string
+	// SparesMade counts spare classes made to fill the interfaces'
+	// pools (not drift: the shaper's own classes made ahead of need).
+	SparesMade int
+	Problems   []string
 }
 
 // Reconcile brings the kernel to the store both ways: what the shaper
@@ -59,28 +63,19 @@ func (s *Service) Reconcile(ctx context.Context) (*ReconcileResult, error) {
 			res.Problems = append(res.Problems, fmt.Sprintf("%s: %v", r.ID, err))
 			continue
 		}
-		// The stored class, when it agrees with the address and the
-		// groups seen so far; a new one otherwise (stored again below).
-		g := is.groups[net24(p.ip)]
-		major := uint16(r.Class >> 16)
-		if g == nil && major > 0 && major < maxGroup && is.byMajor[major] == nil {
-			g = &group{g: major, net24: net24(p.ip)}
-			is.addGroup(g)
-		}
-		if g == nil || r.Class != classOf(g, p.ip) {
-			if g == nil {
-				if g, _, err = is.groupFor(p.ip); err != nil {
-					res.Problems = append(res.Problems, fmt.Sprintf("%s: %v", r.ID, err))
-					continue
-				}
-				is.addGroup(g)
+		// The stored class, when valid and not another's on the
+		// interface; a new one otherwise (stored again below).
+		if b := is.bins[uint16(r.Class>>16)]; !validClass(r.Class) || (b != nil && b.has(uint16(r.Class))) {
+			_, cid, _, err := is.slot()
+			if err != nil {
+				res.Problems = append(res.Problems, fmt.Sprintf("%s: %v", r.ID, err))
+				continue
 			}
-			r.Class = classOf(g, p.ip)
+			r.Class = cid
 			rewrite = append(rewrite, &r)
 		}
+		is.claim(r.Class, true)
 		rec := r
-		g.members++
-		is.count++
 		st.recs[r.ID] = &rec
 		st.byIP[p.ip] = r.ID
 		if p.p6.IsValid() {
@@ -117,7 +112,11 @@ func (s *Service) Reconcile(ctx context.Context) (*ReconcileResult, error) {
 }
 
 // reconcileIface brings one interface's classes to the state: one dump of
-// classes and one of qdiscs, then only the differences.
+// classes and one of qdiscs, then only the differences. Classes under the
+// shaper's root that no subscriber has are its spares (kept as they are,
+// given a leaf when they lack one, and not counted as changes); groups
+// with no class at all are removed. The pool is then filled to its
+// target (res.SparesMade).
 func (s *Service) reconcileIface(is *ifaceS, res *ReconcileResult) error {
 	ik := is.k
 	want := map[uint32]*record{}
@@ -131,7 +130,7 @@ func (s *Service) reconcileIface(is *ifaceS, res *ReconcileResult) error {
 	if err != nil {
 		return fmt.Errorf("listing classes: %w", err)
 	}
-	rate := map[uint32]uint64{} // subscriber classes: bytes per second
+	rate := map[uint32]uint64{} // subscriber and spare classes: bytes per second
 	groups := map[uint16]bool{}
 	for _, c := range cls {
 		hc, ok := c.(*netlink.HtbClass)
@@ -154,23 +153,35 @@ func (s *Service) reconcileIface(is *ifaceS, res *ReconcileResult) error {
 			}
 		}
 	}
-	// Removals first, children before parents: subscriber classes of
-	// stored groups, then groups not stored (their classes go with them).
-	for cid := range rate {
-		if want[cid] == nil && is.byMajor[uint16(cid>>16)] != nil {
+	// Spares: classes of the shaper's groups that no subscriber has (a
+	// class whose id is not one a group can hold is removed).
+	for _, cid := range sortedClasses(rate) {
+		if want[cid] != nil || !groups[uint16(cid>>16)] {
+			continue
+		}
+		if !validClass(cid) {
 			if err := s.k.delSub(ik, cid); err == nil {
 				res.Removed++
 			}
+			continue
+		}
+		is.claim(cid, false)
+		is.spares = append(is.spares, spare{class: cid, down: int64(rate[cid] * 8 / 1_000_000)})
+		if s.k.leaf != "pfifo" && !hasLeaf[cid] {
+			if err := s.k.putLeaf(ik.index, cid); err != nil {
+				return err
+			}
 		}
 	}
+	// Groups holding no class at all are removed.
 	for g := range groups {
-		if is.byMajor[g] == nil {
+		if is.bins[g] == nil {
 			if err := s.k.delGroup(ik, g); err == nil {
 				res.Removed++
 			}
 		}
 	}
-	for gid := range is.byMajor {
+	for gid := range is.bins {
 		if !groups[gid] {
 			if err := s.k.putGroup(ik, gid); err != nil {
 				return err
@@ -200,7 +211,22 @@ func (s *Service) reconcileIface(is *ifaceS, res *ReconcileResult) error {
 			}
 		}
 	}
+	for len(is.spares) < spareTarget(is.count) {
+		if err := s.makeSpare(is); err != nil {
+			return fmt.Errorf("spare class: %w", err)
+		}
+		res.SparesMade++
+	}
 	return nil
+}
+
+func sortedClasses(m map[uint32]uint64) []uint32 {
+	out := make([]uint32, 0, len(m))
+	for c := range m {
+		out = append(out, c)
+	}
+	slices.Sort(out)
+	return out
 }
 
 // reconcileNft brings the table's maps and limit objects to the state,

@@ -3,8 +3,7 @@ package shaper
 import (
 	"context"
 	"fmt"
-	"net/netip"
-
+	
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"routerd.dev/proto/api"
@@ -27,17 +26,15 @@ func Seed(ctx context.Context, kv *clientv3.Client, shapes []api.Shape) error {
 		}
 		is := s.state.ifaces[in.Iface]
 		if is == nil {
-			is = &ifaceS{k: &ifaceK{name: in.Iface}, groups: map[netip.Addr]*group{}, byMajor: map[uint16]*group{}}
+			is = &ifaceS{k: &ifaceK{name: in.Iface}, bins: map[uint16]*bin{}}
 			s.state.ifaces[in.Iface] = is
 		}
-		g, fresh, err := is.groupFor(p.ip)
+		_, cid, _, err := is.slot()
 		if err != nil {
 			return err
 		}
-		if fresh {
-			is.addGroup(g)
-		}
-		r := &record{Shape: *in, Class: classOf(g, p.ip)}
+		is.claim(cid, true)
+		r := &record{Shape: *in, Class: cid}
 		if p.p6.IsValid() {
 			r.Prefix6 = p.p6.String()
 		}

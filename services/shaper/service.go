@@ -49,6 +49,10 @@ type Service struct {
 	nft   *nft
 	state *state
 	batch *batcher // netlink batches for plans.rates, made at first use
+	// lastReq is when the last change request came; kick wakes the idle
+	// tending of the spare classes (pool.go).
+	lastReq time.Time
+	kick    chan struct{}
 }
 
 // New builds the service with netlink and nftables handles in the target
@@ -71,7 +75,8 @@ func New(d Deps) (*Service, error) {
 		h.Close()
 		return nil, err
 	}
-	return &Service{deps: d, st: store.New(d.KV, Name), k: &kern{nl: h}, nft: newNft(c, sock)}, nil
+	return &Service{deps: d, st: store.New(d.KV, Name), k: &kern{nl: h}, nft: newNft(c, sock),
+		kick: make(chan struct{}, 1)}, nil
 }
 
 // Run serves while it holds the host lock (store.Hold), standing by while
@@ -107,6 +112,10 @@ func (s *Service) serve(ctx context.Context, lock *store.Lock) error {
 	for _, p := range res.Problems {
 		s.deps.Log.Warn("subscriber not shaped", "problem", p)
 	}
+	tended := make(chan struct{})
+	tctx, stop := context.WithCancel(ctx)
+	go func() { defer close(tended); s.tend(tctx) }()
+	defer func() { stop(); <-tended }()
 	return bus.Run(ctx, s.deps.NC, bus.ServiceConfig{
 		Name: Name, Version: "1.0.0", Description: "traffic shaping of subscribers by plan",
 		Log: s.deps.Log, Endpoints: s.Endpoints(),

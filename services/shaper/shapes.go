@@ -21,9 +21,12 @@ import (
 // record is one stored subscriber: /router/shaper/shapes/<id, escaped>.
 type record struct {
 	api.Shape
-	// Class is the subscriber's download class G:m: G its /24's group on
-	// the interface, m its last octet + 1. (Records of earlier versions
-	// also hold "node", their /24's node on the upload ifb: ignored.)
+	// Class is the subscriber's download class G:m: a free slot m
+	// (1..256) of a group G of the interface, taken when the subscriber
+	// came to the interface (a spare class, pool.go) and kept while it
+	// stays there. (Records of earlier versions hold G its /24's group and
+	// m its last octet + 1, equally valid; some also hold "node", their
+	// /24's node on the upload ifb: ignored.)
 	Class uint32 `json:"class"`
 }
 
@@ -33,17 +36,11 @@ type planRecord struct {
 	api.PlanRates
 }
 
-type group struct {
-	g       uint16
-	net24   netip.Addr
-	members int
-}
-
 type ifaceS struct {
-	k       *ifaceK
-	groups  map[netip.Addr]*group // by the /24's network address
-	byMajor map[uint16]*group
-	count   int
+	k      *ifaceK
+	bins   map[uint16]*bin // by group
+	spares []spare
+	count  int // subscribers
 }
 
 type state struct {
@@ -134,12 +131,6 @@ func (st *state) lensChange(c *nftChange, old, p netip.Prefix) {
 	}
 }
 
-func net24(ip netip.Addr) netip.Addr {
-	b := ip.As4()
-	b[3] = 0
-	return netip.AddrFrom4(b)
-}
-
 func (s *Service) shapeKey(id string) string { return s.st.Key("shapes", url.PathEscape(id)) }
 func (s *Service) planKey(p string) string   { return s.st.Key("plans", url.PathEscape(p)) }
 
@@ -186,42 +177,10 @@ func (s *Service) iface(name string) (*ifaceS, error) {
 	if err != nil {
 		return nil, apierr.Internal(err.Error(), "interface %s cannot be shaped: %v", name, err)
 	}
-	is := &ifaceS{k: ik, groups: map[netip.Addr]*group{}, byMajor: map[uint16]*group{}}
+	is := &ifaceS{k: ik, bins: map[uint16]*bin{}}
 	s.state.ifaces[name] = is
 	return is, nil
 }
-
-// groupFor returns the group of ip's /24 on the interface, allocating a
-// new one (not yet in the kernel: fresh is true) when none.
-func (is *ifaceS) groupFor(ip netip.Addr) (g *group, fresh bool, err error) {
-	n := net24(ip)
-	if g := is.groups[n]; g != nil {
-		return g, false, nil
-	}
-	var major uint16
-	for m := uint16(1); m < maxGroup; m++ {
-		if is.byMajor[m] == nil {
-			major = m
-			break
-		}
-	}
-	if major == 0 {
-		return nil, false, apierr.New(apierr.KindExhausted, "interface %s has no free group for %s/24", is.k.name, n)
-	}
-	return &group{g: major, net24: n}, true, nil
-}
-
-func (is *ifaceS) addGroup(g *group) {
-	is.groups[g.net24] = g
-	is.byMajor[g.g] = g
-}
-
-func (is *ifaceS) dropGroup(g *group) {
-	delete(is.groups, g.net24)
-	delete(is.byMajor, g.g)
-}
-
-func classOf(g *group, ip netip.Addr) uint32 { return uint32(g.g)<<16 | uint32(ip.As4()[3]) + 1 }
 
 func (s *Service) ready() error {
 	if s.w == nil || s.state == nil {
@@ -269,15 +228,34 @@ func (s *Service) Set(ctx context.Context, in *api.Shape) (*api.ShapeAnswer, err
 	if p.p6.IsValid() {
 		rec.Prefix6 = p.p6.String()
 	}
-	g, fresh, err := is.groupFor(p.ip)
-	if err != nil {
-		return nil, err
+	// The subscriber's class: its own while it stays on the interface,
+	// else a spare (a class change, no creation), a new class only when
+	// the interface's pool is empty.
+	var pick classPick
+	switch {
+	case old != nil && old.Iface == in.Iface:
+		rec.Class = old.Class
+	default:
+		if sp, ok := is.popSpare(); ok {
+			pick.spare = &sp
+			rec.Class = sp.class
+			break
+		}
+		b, cid, fresh, err := is.slot()
+		if err != nil {
+			return nil, apierr.New(apierr.KindExhausted, "%v", err)
+		}
+		pick.bin, pick.fresh = b, fresh
+		rec.Class = cid
 	}
-	rec.Class = classOf(g, p.ip)
+	s.touched()
 	if _, err := s.w.Txn().Put(s.shapeKey(in.ID), rec).Commit(ctx); err != nil {
+		if pick.spare != nil {
+			is.pushSpare(*pick.spare)
+		}
 		return nil, storeErr(err)
 	}
-	if err := s.applySet(is, g, fresh, old, rec, p); err != nil {
+	if err := s.applySet(is, pick, old, rec, p); err != nil {
 		s.undoStore(old, in.ID)
 		return nil, apierr.Internal(err.Error(), "shaping %s refused by the kernel: rolled back", in.ID)
 	}
@@ -289,36 +267,61 @@ func (s *Service) Set(ctx context.Context, in *api.Shape) (*api.ShapeAnswer, err
 	return &api.ShapeAnswer{Result: api.Result{Code: code}, Shape: &out}, nil
 }
 
+// classPick is where a subscriber new on an interface gets its class:
+// a spare taken from the pool, or a class to make in bin (a new group
+// when fresh).
+type classPick struct {
+	spare *spare
+	bin   *bin
+	fresh bool
+}
+
 // applySet puts rec into the kernel and the state, removing what old had
 // that rec does not; on failure it leaves the kernel and state as old had
-// them. The tc side is the subscriber's class (and its group's, when the
-// first of its /24); the nftables side is one transaction: the changed
-// map elements and, when the upload rate or an address changes, the limit
-// object swapped (limit objects cannot be changed in place: the old
-// elements and object out, the new object and elements in).
-func (s *Service) applySet(is *ifaceS, g *group, fresh bool, old, rec *record, p parsed) error {
+// them. The tc side is the subscriber's class: a rate change of its own
+// class or of the spare it took, or, when the interface had no spare, a
+// new class (and group); the nftables side is one transaction: the
+// changed map elements and, when the upload rate or an address changes,
+// the limit object swapped (limit objects cannot be changed in place: the
+// old elements and object out, the new object and elements in). A class
+// the subscriber leaves (moving to another interface) becomes a spare
+// there.
+func (s *Service) applySet(is *ifaceS, pick classPick, old, rec *record, p parsed) error {
 	st := s.state
-	if fresh {
-		if err := s.k.putGroup(is.k, g.g); err != nil {
-			_ = s.k.delGroup(is.k, g.g)
-			return err
+	sameClass := old != nil && old.Iface == rec.Iface
+	var err error
+	switch {
+	case pick.spare != nil:
+		err = s.k.rate(is.k, rec.Class, rec.DownMbps)
+	case sameClass:
+		err = s.k.putSub(is.k, rec.Class, rec.DownMbps, false)
+	default:
+		if pick.fresh {
+			if err = s.k.putGroup(is.k, pick.bin.g); err != nil {
+				_ = s.k.delGroup(is.k, pick.bin.g)
+				return err
+			}
+			is.bins[pick.bin.g] = pick.bin
 		}
-		is.addGroup(g)
+		err = s.k.putSub(is.k, rec.Class, rec.DownMbps, true)
 	}
-	sameClass := old != nil && old.Iface == rec.Iface && old.Class == rec.Class
-	undoNew := func() {
-		if !sameClass {
-			_ = s.k.delSub(is.k, rec.Class)
-		} else {
+	undo := func() {
+		switch {
+		case pick.spare != nil:
+			_ = s.k.rate(is.k, rec.Class, pick.spare.down)
+			is.pushSpare(*pick.spare)
+		case sameClass:
 			_ = s.k.putSub(is.k, old.Class, old.DownMbps, false)
-		}
-		if fresh {
-			_ = s.k.delGroup(is.k, g.g)
-			is.dropGroup(g)
+		default:
+			_ = s.k.delSub(is.k, rec.Class)
+			if pick.fresh {
+				_ = s.k.delGroup(is.k, pick.bin.g)
+				delete(is.bins, pick.bin.g)
+			}
 		}
 	}
-	if err := s.k.putSub(is.k, rec.Class, rec.DownMbps, !sameClass); err != nil {
-		undoNew()
+	if err != nil {
+		undo()
 		return err
 	}
 	var op parsed
@@ -328,10 +331,13 @@ func (s *Service) applySet(is *ifaceS, g *group, fresh bool, old, rec *record, p
 	c := setChange(old, op, rec, p)
 	st.lensChange(c, op.p6, p.p6)
 	if err := s.nft.apply(c); err != nil {
-		undoNew()
+		undo()
 		return err
 	}
-	// The old class, and its group when it empties.
+	if pick.spare == nil && !sameClass {
+		is.claim(rec.Class, true)
+	}
+	// The old class becomes a spare of its interface.
 	if old != nil {
 		delete(st.byIP, op.ip)
 		if op.p6.IsValid() {
@@ -339,13 +345,9 @@ func (s *Service) applySet(is *ifaceS, g *group, fresh bool, old, rec *record, p
 		}
 		if !sameClass {
 			if ois := st.ifaces[old.Iface]; ois != nil {
-				s.dropClass(ois, old)
+				ois.pushSpare(spare{class: old.Class, down: old.DownMbps})
 			}
 		}
-	}
-	if !sameClass {
-		g.members++
-		is.count++
 	}
 	st.recs[rec.ID] = rec
 	st.byIP[p.ip] = rec.ID
@@ -402,24 +404,6 @@ func addUp(c *nftChange, l limit, p parsed) {
 	}
 }
 
-// dropClass removes old's class from ois, and its group with the last of
-// its /24; a refusal is logged (the next start's reconcile removes it).
-func (s *Service) dropClass(ois *ifaceS, old *record) {
-	if err := s.k.delSub(ois.k, old.Class); err != nil {
-		s.deps.Log.Warn("old class not removed (the next start's reconcile will)", "id", old.ID, "err", err)
-	}
-	ois.count--
-	if og := ois.byMajor[uint16(old.Class>>16)]; og != nil {
-		og.members--
-		if og.members <= 0 {
-			if err := s.k.delGroup(ois.k, og.g); err != nil {
-				s.deps.Log.Warn("empty group not removed", "iface", old.Iface, "group", og.g, "err", err)
-			}
-			ois.dropGroup(og)
-		}
-	}
-}
-
 // undoStore puts the stored record back as it was before a refused change.
 func (s *Service) undoStore(old *record, id string) {
 	ctx, cancel := context.WithTimeout(context.Background(), storeUndoTimeout)
@@ -435,9 +419,9 @@ func (s *Service) undoStore(old *record, id string) {
 	}
 }
 
-// Remove takes one subscriber's shaping away: its record, map elements and
-// limit object (one transaction), then its class (and its group when it
-// was the last of its /24).
+// Remove takes one subscriber's shaping away: its record, then its map
+// elements and limit object (one transaction); its class, which nothing
+// names any more, becomes a spare of the interface (no tc change).
 func (s *Service) Remove(ctx context.Context, in *api.ShapeRef) (*api.ShapeAnswer, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -449,6 +433,7 @@ func (s *Service) Remove(ctx context.Context, in *api.ShapeRef) (*api.ShapeAnswe
 	if old == nil {
 		return nil, apierr.NotFound("%s is not shaped", in.ID)
 	}
+	s.touched()
 	if _, err := s.w.Txn().Delete(s.shapeKey(in.ID)).Commit(ctx); err != nil {
 		return nil, storeErr(err)
 	}
@@ -463,8 +448,10 @@ func (s *Service) Remove(ctx context.Context, in *api.ShapeRef) (*api.ShapeAnswe
 		s.undoStore(old, in.ID)
 		return nil, apierr.Internal(err.Error(), "removing %s's shaping refused by the kernel: rolled back", in.ID)
 	}
+	// Its class becomes a spare (the idle tending removes spares over the
+	// interface's maximum).
 	if is := st.ifaces[old.Iface]; is != nil {
-		s.dropClass(is, old)
+		is.pushSpare(spare{class: old.Class, down: old.DownMbps})
 	}
 	delete(st.recs, in.ID)
 	delete(st.byIP, op.ip)
@@ -487,6 +474,7 @@ func (s *Service) Plan(ctx context.Context, in *api.PlanRates) (*api.PlanRatesAn
 	if err := s.ready(); err != nil {
 		return nil, err
 	}
+	s.touched()
 	var changed []*record
 	for _, r := range s.state.recs {
 		if r.Plan == in.Plan && (r.DownMbps != in.DownMbps || r.UpMbps != in.UpMbps) {

@@ -3,10 +3,14 @@ package shaper_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"routerd.dev/proto/api"
+	"routerd.dev/services/shaper"
 	"routerd.dev/shared/apierr"
 	"routerd.dev/shared/bus"
 	"routerd.dev/shared/testenv"
@@ -33,7 +37,7 @@ func kind(t *testing.T, err error, want apierr.Kind, field string) {
 func TestShapeRules(t *testing.T) {
 	l := newLab(t)
 	env := testenv.Start(t)
-	start(t, env, l.router)
+	svc := start(t, env, l.router)
 	ctx := context.Background()
 	set := func(s api.Shape) (*api.ShapeAnswer, error) { return bus.Invoke(ctx, env.NC, api.ShaperSet, &s) }
 	ok := api.Shape{ID: "a", IP: "10.77.0.10", Prefix6: "2001:db8:77:100::/56", Iface: "sub0", Plan: "p", DownMbps: 20, UpMbps: 10}
@@ -72,6 +76,7 @@ func TestShapeRules(t *testing.T) {
 	// The kernel refusing: a limit object of that name already there
 	// (made by hand); a 500, nothing left of the change.
 	testenv.Run(t, l.router, "nft", "add", "limit", "inet", "routerd_shaper", "up-10.77.0.12", "{ rate over 1 bytes/second }")
+	settle(t, svc)
 	before := kernelState(t, l.router)
 	over := api.Shape{ID: "c", IP: "10.77.0.12", Prefix6: "2001:db8:77:200::/56", Iface: "sub0", Plan: "p", DownMbps: 5, UpMbps: 5}
 	_, err = set(over)
@@ -113,12 +118,123 @@ func TestShapeRules(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	classes := testenv.Run(t, l.router, "tc", "class", "show", "dev", "sub0")
-	if strings.TrimSpace(classes) != "" {
-		t.Errorf("classes left after every removal:\n%s", classes)
+	// What is left of the removed subscribers' classes is the
+	// interface's pool of spares, and nothing names them.
+	settle(t, svc)
+	if got, want := subClasses(t, l), svc.Spares()["sub0"][0]; got != want {
+		t.Errorf("%d subscriber classes left after every removal, want the %d spares:\n%s", got, want,
+			testenv.Run(t, l.router, "tc", "class", "show", "dev", "sub0"))
 	}
 	nft := testenv.Run(t, l.router, "nft", "list", "table", "inet", "routerd_shaper")
 	if strings.Contains(nft, "elements") || strings.Contains(nft, "limit up-") {
 		t.Errorf("map elements or limit objects left after every removal:\n%s", nft)
 	}
+
 }
+
+// TestSparesTaken: a new subscriber takes a spare class (no class is made
+// on its way: the classes are the same, one of them now at its rate); the
+// idle tending makes the pool whole again after a burst that drains it,
+// making classes only then; a subscriber moving to another interface leaves
+// its class there as a spare.
+func TestSparesTaken(t *testing.T) {
+	l := newLab(t)
+	env := testenv.Start(t)
+	svc := start(t, env, l.router)
+	ctx := context.Background()
+	set := func(id, ip string, down int64) {
+		t.Helper()
+		s := api.Shape{ID: id, IP: ip, Iface: "sub0", Plan: "p", DownMbps: down, UpMbps: 5}
+		if _, err := bus.Invoke(ctx, env.NC, api.ShaperSet, &s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	set("first", "10.77.0.2", 7)
+	settle(t, svc)
+	sp := svc.Spares()["sub0"]
+	if sp[0] != sp[1] || sp[0] < 1 {
+		t.Fatalf("spares after settling: %v, want the target", sp)
+	}
+	classes := classIDs(t, l)
+	set("second", "10.77.0.3", 13)
+	after := classIDs(t, l)
+	if strings.Join(after, " ") != strings.Join(classes, " ") {
+		t.Errorf("a new subscriber made a class although a spare was there:\nbefore %v\nafter  %v", classes, after)
+	}
+	if !strings.Contains(testenv.Run(t, l.router, "tc", "class", "show", "dev", "sub0"), "rate 13Mbit") {
+		t.Errorf("no class at the new subscriber's rate")
+	}
+	if got := svc.Spares()["sub0"][0]; got != sp[0]-1 {
+		t.Errorf("%d spares after one was taken, want %d", got, sp[0]-1)
+	}
+	// Drain the pool and more: the ones past it make classes; the idle
+	// tending fills the pool again by itself.
+	for i := 0; i < sp[1]+3; i++ {
+		set(fmt.Sprintf("burst%d", i), fmt.Sprintf("10.77.1.%d", i+1), 3)
+	}
+	if got := svc.Spares()["sub0"][0]; got != 0 {
+		t.Errorf("%d spares after a burst past the pool, want 0", got)
+	}
+	testenv.Eventually(t, 30*time.Second, func() error {
+		if sp := svc.Spares()["sub0"]; sp[0] != sp[1] {
+			return fmt.Errorf("spares %v", sp)
+		}
+		return nil
+	})
+	if got, want := subClasses(t, l), sp[1]+sp[1]+5; got != want {
+		t.Errorf("%d subscriber classes, want %d (subscribers and spares)", got, want)
+	}
+
+	// Moving to another interface: the class left behind is a spare.
+	moved := api.Shape{ID: "second", IP: "10.77.0.3", Iface: "up0", Plan: "p", DownMbps: 13, UpMbps: 5}
+	if _, err := bus.Invoke(ctx, env.NC, api.ShaperSet, &moved); err != nil {
+		t.Fatal(err)
+	}
+	if got := svc.Spares()["sub0"][0]; got != sp[1]+1 {
+		t.Errorf("%d spares on sub0 after a subscriber left it, want %d", got, sp[1]+1)
+	}
+
+	// A restart's reconcile takes the spares for the shaper's own: no
+	// change, no spare made, whatever their rates.
+	settle(t, svc)
+	sp = svc.Spares()["sub0"]
+	before := kernelState(t, l.router)
+	res, err := svc.Reconcile(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Added+res.Changed+res.Removed+res.SparesMade != 0 || len(res.Problems) != 0 {
+		t.Errorf("reconcile with spares in the kernel changed it: %+v", res)
+	}
+	if after := kernelState(t, l.router); after != before {
+		t.Errorf("the reconcile changed the kernel:\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+	if got := svc.Spares()["sub0"]; got != sp {
+		t.Errorf("spares after the reconcile %v, want %v", got, sp)
+	}
+}
+
+// settle brings the spare pools to their target before a comparison of
+// kernel states.
+func settle(t *testing.T, svc *shaper.Service) {
+	t.Helper()
+	if err := svc.Settle(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// classIDs lists the subscriber (and spare) class ids on sub0, sorted.
+func classIDs(t *testing.T, l *lab) []string {
+	t.Helper()
+	var out []string
+	for _, line := range strings.Split(testenv.Run(t, l.router, "tc", "class", "show", "dev", "sub0"), "\n") {
+		f := strings.Fields(line)
+		if len(f) > 2 && f[0] == "class" && !strings.HasPrefix(f[2], "7264:") {
+			out = append(out, f[2])
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func subClasses(t *testing.T, l *lab) int { return len(classIDs(t, l)) }
