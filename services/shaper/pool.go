@@ -52,11 +52,11 @@ type bin struct {
 	spares  int
 }
 
-func (b *bin) take(m uint16)    { b.used[(m-1)/64] |= 1 << ((m - 1) % 64) }
-func (b *bin) free(m uint16)    { b.used[(m-1)/64] &^= 1 << ((m - 1) % 64) }
+func (b *bin) take(m uint16)     { b.used[(m-1)/64] |= 1 << ((m - 1) % 64) }
+func (b *bin) free(m uint16)     { b.used[(m-1)/64] &^= 1 << ((m - 1) % 64) }
 func (b *bin) has(m uint16) bool { return b.used[(m-1)/64]&(1<<((m-1)%64)) != 0 }
-func (b *bin) full() bool       { return b.members+b.spares >= binSlots }
-func (b *bin) empty() bool      { return b.members+b.spares == 0 }
+func (b *bin) full() bool        { return b.members+b.spares >= binSlots }
+func (b *bin) empty() bool       { return b.members+b.spares == 0 }
 
 func (b *bin) freeSlot() uint16 {
 	for m := uint16(1); m <= binSlots; m++ {

@@ -3,7 +3,7 @@ package shaper
 import (
 	"context"
 	"fmt"
-	
+
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"routerd.dev/proto/api"
