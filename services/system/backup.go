@@ -322,7 +322,7 @@ func (s *Service) importAll(ctx context.Context, req *api.ConfigDocuments) (map[
 	for _, o := range s.owners {
 		t0 := time.Now()
 		res, err := bus.Invoke(ctx, s.deps.NC, o.Import, req)
-		s.deps.Log.Debug("configuration imported", "service", o.Service, "took", time.Since(t0).Round(time.Millisecond), "err", err)
+		s.deps.Log.Info("configuration imported", "service", o.Service, "took", time.Since(t0).Round(time.Millisecond), "err", err)
 		if err != nil {
 			failures = append(failures, fmt.Sprintf("%s: %v", o.Service, err))
 			continue
@@ -340,12 +340,25 @@ func (s *Service) importAll(ctx context.Context, req *api.ConfigDocuments) (map[
 // restore brings an archive's documents in through their owners.
 func (s *Service) restore(ctx context.Context, in *api.RestoreRequest) (*api.RestoreAnswer, error) {
 	start := time.Now()
-	docs, err := s.readArchive(ctx, in.File)
-	if err != nil {
-		return nil, err
+	// The archive is unpacked while the owners render the running
+	// configuration: neither needs the other.
+	var docs docSet
+	var docsErr error
+	unpacked := make(chan time.Duration, 1)
+	go func() {
+		docs, docsErr = s.readArchive(ctx, in.File)
+		unpacked <- time.Since(start)
+	}()
+	before, err := s.collect(ctx)
+	unpackedIn := <-unpacked
+	if docsErr != nil {
+		if err == nil {
+			s.release(ctx, before)
+		}
+		return nil, docsErr
 	}
 	defer s.release(ctx, docs)
-	before, err := s.collect(ctx)
+	gathered := time.Since(start)
 	var undo *versions.Record
 	if err == nil {
 		defer s.release(ctx, before)
@@ -357,10 +370,16 @@ func (s *Service) restore(ctx context.Context, in *api.RestoreRequest) (*api.Res
 	}
 	saved := time.Since(start)
 	a := &api.RestoreAnswer{Documents: []string{}, UndoVersion: undo.ID}
-	if a.UndoFile, err = s.writeUndo(ctx, undo.ID); err != nil {
-		s.deps.Log.Warn("restore: undo archive not written", "version", undo.ID, "err", err)
-	}
-	undone := time.Since(start)
+	// The undo archive is written from the saved version's blobs (keys
+	// of this service) while the owners import.
+	undone := make(chan time.Duration, 1)
+	go func() {
+		var err error
+		if a.UndoFile, err = s.writeUndo(ctx, undo.ID); err != nil {
+			s.deps.Log.Warn("restore: undo archive not written", "version", undo.ID, "err", err)
+		}
+		undone <- time.Since(start)
+	}()
 	var taken map[string]bool
 	var failures []string
 	req, err := s.request(ctx, docs)
@@ -369,6 +388,8 @@ func (s *Service) restore(ctx context.Context, in *api.RestoreRequest) (*api.Res
 	} else {
 		taken, failures = s.importAll(ctx, req)
 	}
+	imported := time.Since(start)
+	undoneBy := <-undone
 	var left []string
 	for _, p := range docs.paths() {
 		if taken[p] {
@@ -404,8 +425,9 @@ func (s *Service) restore(ctx context.Context, in *api.RestoreRequest) (*api.Res
 	}
 	a.Message = fmt.Sprintf("Restored %d configuration documents", len(a.Documents))
 	s.deps.Log.Info("restored", "documents", len(a.Documents), "undo_version", undo.ID,
-		"unpacked_and_saved_in", saved.Round(time.Millisecond), "undo_file_by", undone.Round(time.Millisecond),
-		"took", time.Since(start).Round(time.Millisecond))
+		"unpacked_by", unpackedIn.Round(time.Millisecond), "gathered_by", gathered.Round(time.Millisecond),
+		"saved_by", saved.Round(time.Millisecond), "imported_by", imported.Round(time.Millisecond),
+		"undo_file_by", undoneBy.Round(time.Millisecond), "took", time.Since(start).Round(time.Millisecond))
 	return a, nil
 }
 
