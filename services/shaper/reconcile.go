@@ -166,7 +166,7 @@ func (s *Service) reconcileIface(is *ifaceS, res *ReconcileResult) error {
 			continue
 		}
 		is.claim(cid, false)
-		is.spares = append(is.spares, spare{class: cid, down: int64(rate[cid] * 8 / 1_000_000)})
+		is.spares = append(is.spares, spare{class: cid, down: max(spareMbps, int64(rate[cid]*8/1_000_000))})
 		if s.k.leaf != "pfifo" && !hasLeaf[cid] {
 			if err := s.k.putLeaf(ik.index, cid); err != nil {
 				return err
