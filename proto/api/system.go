@@ -102,15 +102,17 @@ func configOwner(service, paths string, streamed ...string) ConfigOwner {
 }
 
 // The owners of configuration documents, in the order a restore brings
-// them in (plans before the clients that name them, routes before what
-// depends on them).
+// them in (routes before what depends on them; the DHCP reservations
+// before the clients, whose import starts the subscribers' reconcile of
+// their effects: it finds the reservations in place rather than making
+// each one again while dhcp's import writes them).
 var (
 	SubscribersConfig = configOwner("subscribers", "etc/plans.json, etc/clients.json", "etc/clients.json")
 	NetcfgConfig      = configOwner("netcfg", "etc/routes.json")
 	DHCPConfig        = configOwner("dhcp", "etc/dhcp.json, etc/dhcp-reservations.json", "etc/dhcp-reservations.json")
 	RoutingConfig     = configOwner("routing", "etc/routing.json")
 	OLTRegistryConfig = configOwner("olt", "etc/olts.json")
-	ConfigOwners      = []ConfigOwner{SubscribersConfig, NetcfgConfig, DHCPConfig, FirewallConfig, CGNATConfig, RoutingConfig, OLTRegistryConfig}
+	ConfigOwners      = []ConfigOwner{NetcfgConfig, DHCPConfig, SubscribersConfig, FirewallConfig, CGNATConfig, RoutingConfig, OLTRegistryConfig}
 )
 
 // ConfigVersion is one saved configuration version.
