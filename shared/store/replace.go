@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"hash/maphash"
 	"slices"
@@ -36,7 +37,8 @@ const replacePage = 10000
 // of many keys (100,000 clients with their index keys) without holding
 // the document or the stored keys: what it keeps of the stored keys is a
 // fingerprint of each key and of its value (16 bytes a key) and a bit
-// saying whether it was given.
+// saying whether it was given (and, with Want, 16 bytes a wanted pair
+// until Same).
 //
 // Fingerprints are 64-bit hashes with a seed of the process: a stored key
 // sharing both its key's and its value's fingerprint with another pair,
@@ -57,8 +59,11 @@ type Replace struct {
 	stored []fingerprint
 	given  []uint64
 	nGiven int
-	same   int   // keys given with the value stored
+	kept   int   // keys given with the value stored
 	rev    int64 // the revision the stored keys were read at
+	read   bool  // Read has returned
+	wanted []fingerprint
+	same   bool // Same found nothing to change
 
 	ops   []clientv3.Op
 	bytes int
@@ -82,21 +87,29 @@ type ReplaceResult struct {
 	Revision int64
 }
 
-// Replace reads the fingerprints of the keys stored under prefixes (full
-// keys, e.g. s.Key("clients")+"/") at one revision and starts the writers.
-// The caller gives every wanted pair to Put, then calls Close.
-func (s *Store) Replace(ctx context.Context, prefixes ...string) (*Replace, error) {
-	r := &Replace{ctx: ctx, st: s, prefixes: prefixes, seed: maphash.MakeSeed()}
-	for _, p := range prefixes {
+// Replace starts replacing the keys under prefixes (full keys, e.g.
+// s.Key("clients")+"/"). The caller reads the stored keys' fingerprints
+// with Read, gives every wanted pair to Put, then calls Close. A caller
+// that reads its pairs twice anyway (a check of a document before
+// anything is written) can give them to Want on the first pass, while
+// Read runs, and skip the second when Same says nothing differs.
+func (s *Store) Replace(ctx context.Context, prefixes ...string) *Replace {
+	return &Replace{ctx: ctx, st: s, prefixes: prefixes, seed: maphash.MakeSeed()}
+}
+
+// Read reads the fingerprints of the keys stored under the prefixes, a
+// page at a time at one revision. It may run beside Want, not beside Put.
+func (r *Replace) Read() error {
+	for _, p := range r.prefixes {
 		end := clientv3.GetPrefixRangeEnd(p)
 		for key := p; ; {
 			opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(replacePage)}
 			if r.rev != 0 {
 				opts = append(opts, clientv3.WithRev(r.rev))
 			}
-			resp, err := s.cli.Get(ctx, key, opts...)
+			resp, err := r.st.cli.Get(r.ctx, key, opts...)
 			if err != nil {
-				return nil, fmt.Errorf("store: reading %s: %w", p, err)
+				return fmt.Errorf("store: reading %s: %w", p, err)
 			}
 			if r.rev == 0 {
 				r.rev = resp.Header.Revision
@@ -110,26 +123,56 @@ func (s *Store) Replace(ctx context.Context, prefixes ...string) (*Replace, erro
 			key = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
 		}
 	}
-	slices.SortFunc(r.stored, func(a, b fingerprint) int {
-		switch {
-		case a.key < b.key:
-			return -1
-		case a.key > b.key:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(r.stored, compareFingerprints)
 	r.given = make([]uint64, (len(r.stored)+63)/64)
+	r.read = true
+	return nil
+}
+
+func compareFingerprints(a, b fingerprint) int {
+	switch {
+	case a.key < b.key:
+		return -1
+	case a.key > b.key:
+		return 1
+	case a.val < b.val:
+		return -1
+	case a.val > b.val:
+		return 1
+	}
+	return 0
+}
+
+// Want notes that key is wanted with value, writing nothing (the first
+// pass over the pairs: see Same).
+func (r *Replace) Want(key, value string) {
+	r.wanted = append(r.wanted, fingerprint{maphash.String(r.seed, key), maphash.String(r.seed, value)})
+}
+
+// Same says, once Read has returned and every pair was given to Want,
+// whether the wanted pairs are exactly the stored ones; then Close does
+// nothing more, and Put is not needed. Otherwise every pair is given to
+// Put as usual.
+func (r *Replace) Same() bool {
+	slices.SortFunc(r.wanted, compareFingerprints)
+	r.same = r.read && slices.Equal(r.wanted, r.stored)
+	r.wanted = nil
+	return r.same
+}
+
+func (r *Replace) start() {
+	if r.work != nil {
+		return
+	}
 	r.work = make(chan []clientv3.Op, ReplaceWorkers)
 	for range max(ReplaceWorkers, 1) {
 		r.wg.Add(1)
 		go r.writer()
 	}
-	return r, nil
 }
 
-// Stored is how many keys were stored under the prefixes when Replace
-// read them.
+// Stored is how many keys were stored under the prefixes when Read read
+// them.
 func (r *Replace) Stored() int { return len(r.stored) }
 
 // find is the index of the stored key whose fingerprint is h, or -1.
@@ -149,9 +192,12 @@ func (r *Replace) find(h uint64) int {
 	return i
 }
 
-// Put wants key (under one of the prefixes) to hold value. It returns
-// the first error of a write so far.
+// Put wants key (under one of the prefixes) to hold value, after Read.
+// It returns the first error of a write so far.
 func (r *Replace) Put(key, value string) error {
+	if !r.read {
+		return fmt.Errorf("store: replace: Put before Read")
+	}
 	if err := r.failed(); err != nil {
 		return err
 	}
@@ -161,7 +207,7 @@ func (r *Replace) Put(key, value string) error {
 			r.nGiven++
 		}
 		if r.stored[i].val == maphash.String(r.seed, value) {
-			r.same++
+			r.kept++
 			return nil
 		}
 	}
@@ -184,6 +230,7 @@ func (r *Replace) send() error {
 	if len(r.ops) == 0 {
 		return r.failed()
 	}
+	r.start()
 	select {
 	case r.work <- r.ops:
 	case <-r.ctx.Done():
@@ -234,6 +281,12 @@ func (r *Replace) writer() {
 // since (a key another writer put meanwhile stays). It returns what was
 // done, also with an error (what was written before the failure).
 func (r *Replace) Close() (ReplaceResult, error) {
+	if r.same {
+		return ReplaceResult{Unchanged: len(r.stored)}, nil
+	}
+	if !r.read {
+		return ReplaceResult{}, fmt.Errorf("store: replace closed before the stored keys were read")
+	}
 	err := r.send()
 	if err == nil && r.nGiven < len(r.stored) {
 		err = r.sweep()
@@ -241,11 +294,13 @@ func (r *Replace) Close() (ReplaceResult, error) {
 			err = r.send()
 		}
 	}
-	close(r.work)
-	r.wg.Wait()
+	if r.work != nil {
+		close(r.work)
+		r.wg.Wait()
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.res.Unchanged = r.same
+	r.res.Unchanged = r.kept
 	if r.err != nil {
 		err = r.err
 	}
@@ -285,3 +340,20 @@ func (r *Replace) sweep() error {
 	}
 	return nil
 }
+
+// Abort stops the writers without writing what is queued or deleting
+// anything (a document refused on its second pass).
+func (r *Replace) Abort() {
+	r.mu.Lock()
+	if r.err == nil {
+		r.err = errAborted
+	}
+	r.mu.Unlock()
+	if r.work != nil {
+		close(r.work)
+		r.wg.Wait()
+		r.work = nil
+	}
+}
+
+var errAborted = errors.New("store: replace aborted")

@@ -43,8 +43,8 @@ func TestReplace(t *testing.T) {
 	}
 	before := unchangedRev(1)
 
-	r, err := s.Replace(ctx, s.Key("a")+"/", s.Key("b")+"/")
-	if err != nil {
+	r := s.Replace(ctx, s.Key("a")+"/", s.Key("b")+"/")
+	if err := r.Read(); err != nil {
 		t.Fatal(err)
 	}
 	if r.Stored() != n+1 {
@@ -124,8 +124,8 @@ func TestReplace(t *testing.T) {
 	}
 
 	// The same again: nothing written, nothing deleted.
-	r, err = s.Replace(ctx, s.Key("a")+"/")
-	if err != nil {
+	r = s.Replace(ctx, s.Key("a")+"/")
+	if err := r.Read(); err != nil {
 		t.Fatal(err)
 	}
 	for k, v := range want {
@@ -135,6 +135,83 @@ func TestReplace(t *testing.T) {
 	}
 	if res, err := r.Close(); err != nil || res != (store.ReplaceResult{Unchanged: len(want)}) {
 		t.Errorf("the same again: %+v %v", res, err)
+	}
+}
+
+// TestReplaceSame: pairs given to Want while Read runs; Same is true for
+// exactly the stored pairs (and Close then writes nothing), false for one
+// value changed, one key missing or one key more, and the Put pass after
+// it writes the difference.
+func TestReplaceSame(t *testing.T) {
+	env := testenv.Start(t)
+	ctx := context.Background()
+	s := store.New(env.KV, "s")
+	want := map[string]string{}
+	for i := 0; i < 300; i++ {
+		k, v := s.Key("a", fmt.Sprint(i)), fmt.Sprint("v", i)
+		want[k] = v
+		if _, err := env.KV.Put(ctx, k, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	same := func(change func(map[string]string)) (*store.Replace, map[string]string, bool) {
+		t.Helper()
+		m := map[string]string{}
+		for k, v := range want {
+			m[k] = v
+		}
+		change(m)
+		r := s.Replace(ctx, s.Key("a")+"/")
+		done := make(chan error)
+		go func() { done <- r.Read() }()
+		for k, v := range m {
+			r.Want(k, v)
+		}
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		return r, m, r.Same()
+	}
+	r, _, ok := same(func(map[string]string) {})
+	if !ok {
+		t.Fatal("Same() false for the stored pairs")
+	}
+	if res, err := r.Close(); err != nil || res != (store.ReplaceResult{Unchanged: 300}) {
+		t.Errorf("Close after Same: %+v %v", res, err)
+	}
+	for name, change := range map[string]func(map[string]string){
+		"a value changed": func(m map[string]string) { m[s.Key("a", "7")] = "other" },
+		"a key missing":   func(m map[string]string) { delete(m, s.Key("a", "8")) },
+		"a key more":      func(m map[string]string) { m[s.Key("a", "x")] = "new" },
+	} {
+		r, m, ok := same(change)
+		if ok {
+			t.Errorf("%s: Same() true", name)
+			r.Abort()
+			continue
+		}
+		for k, v := range m {
+			if err := r.Put(k, v); err != nil {
+				t.Fatal(err)
+			}
+		}
+		res, err := r.Close()
+		if err != nil || res.Written+res.Deleted != 1 {
+			t.Errorf("%s: %+v %v", name, res, err)
+		}
+		want = m
+	}
+	// Abort writes nothing queued.
+	r = s.Replace(ctx, s.Key("a")+"/")
+	if err := r.Read(); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Put(s.Key("a", "aborted"), "x"); err != nil {
+		t.Fatal(err)
+	}
+	r.Abort()
+	if g, err := env.KV.Get(ctx, s.Key("a", "aborted")); err != nil || len(g.Kvs) != 0 {
+		t.Errorf("written after Abort: %v %v", g, err)
 	}
 }
 
@@ -148,8 +225,8 @@ func TestReplaceFenced(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := store.New(env.KV, "f").Fenced(l)
-	r, err := s.Replace(ctx, s.Key("a")+"/")
-	if err != nil {
+	r := s.Replace(ctx, s.Key("a")+"/")
+	if err := r.Read(); err != nil {
 		t.Fatal(err)
 	}
 	if err := l.Unlock(ctx); err != nil {
