@@ -125,58 +125,74 @@ func (s *Service) eachReservation(r io.Reader, fn func(key string, v any) error)
 }
 
 // importReservations makes the stored reservations exactly those of the
-// document, read as a stream (open gives it afresh) and never held whole:
-// checked first in one pass (a bad one refuses the whole import, nothing
-// changes); then the stored ones made those of the document writing only
-// what differs (store.Replace: a reservation stored as the document has
-// it is not written again, nor applied again by the engine's watch; those
-// the document does not hold are deleted); then the engine is waited for
-// until its watch has applied every write. A large document is therefore
-// not one transaction: a failure half way leaves part written, and is
-// reported as such.
+// document, read as a stream (open gives it afresh) and never held whole,
+// writing only what differs (store.Replace). The first pass checks every
+// reservation (a bad one refuses the whole import, nothing changes) and
+// notes the keys it wants while the stored ones are read; when they are
+// exactly the stored ones, that is all. Otherwise a second pass writes
+// each reservation changed or new, those the document does not hold are
+// deleted, and the engine is waited for until its watch has applied
+// every write. A large document is therefore not one transaction: a
+// failure half way leaves part written, and is reported as such.
 func (s *Service) importReservations(ctx context.Context, open func() (io.ReadCloser, error)) (string, error) {
-	r, err := open()
-	if err != nil {
-		return "", err
-	}
-	err = s.eachReservation(r, func(string, any) error { return nil })
-	r.Close()
-	if err != nil {
-		return "", err
-	}
 	t0 := time.Now()
-	rp, err := s.wst.Replace(ctx, s.st.Key(ResvPrefix))
-	if err != nil {
-		return "", err
+	rp := s.wst.Replace(ctx, s.st.Key(ResvPrefix))
+	read := make(chan error, 1)
+	go func() { read <- rp.Read() }()
+	wanted := func(key string, v any) error {
+		raw, err := json.Marshal(v)
+		if err != nil {
+			return err
+		}
+		rp.Want(key, string(raw))
+		return nil
 	}
 	n := 0
+	r, err := open()
+	if err == nil {
+		err = s.eachReservation(r, func(key string, v any) error { n++; return wanted(key, v) })
+		r.Close()
+	}
+	if rerr := <-read; err == nil && rerr != nil {
+		err = rerr
+	}
+	if err != nil {
+		rp.Abort()
+		return "", err
+	}
+	if rp.Same() {
+		s.d.Log.Info("reservations imported", "reservations", n, "unchanged", n, "took", time.Since(t0).Round(time.Millisecond))
+		return "", nil
+	}
+	done := 0
 	failed := func(err error) error {
-		return apierr.Internal(err.Error(), "%s: %d of its reservations read, then the store failed", ReservationsDocument, n)
+		return apierr.Internal(err.Error(), "%s: %d of its %d reservations given to the store, then it failed", ReservationsDocument, done, n)
 	}
 	if r, err = open(); err != nil {
-		rp.Close()
+		rp.Abort()
 		return "", err
 	}
 	err = s.eachReservation(r, func(key string, v any) error {
 		raw, err := json.Marshal(v)
+		if err == nil {
+			err = rp.Put(key, string(raw))
+		}
 		if err != nil {
 			return failed(err)
 		}
-		if err := rp.Put(key, string(raw)); err != nil {
-			return failed(err)
-		}
-		n++
+		done++
 		return nil
 	})
 	r.Close()
-	res, cerr := rp.Close()
-	if err == nil && cerr != nil {
-		err = failed(cerr)
+	if err != nil {
+		rp.Abort()
+		return "", err
 	}
+	res, err := rp.Close()
 	s.d.Log.Info("reservations imported", "reservations", n, "unchanged", res.Unchanged, "written", res.Written,
 		"deleted", res.Deleted, "took", time.Since(t0).Round(time.Millisecond), "err", err)
 	if err != nil {
-		return "", err
+		return "", failed(err)
 	}
 	if eng, err := s.engine(); err == nil {
 		return s.settleReservations(ctx, eng, res.Revision)

@@ -266,9 +266,10 @@ func (s *Service) exportDocs(ctx context.Context, in *api.None) (*api.ConfigDocu
 // documents are checked first (each client's plan must be in the plans
 // brought in, or stored when no etc/plans.json comes), then the stored
 // clients made those of the document, writing only what differs
-// (client.Book.ReplaceDocument: not one transaction, a failure half way
-// says how far it got), then the plans replaced; their effects follow by
-// a reconcile with every owner.
+// (client.Book.ImportDocument: nothing when the document is what is
+// stored; not one transaction, a failure half way says how far it got),
+// then the plans replaced; their effects follow by a reconcile with
+// every owner.
 func (s *Service) importDocs(ctx context.Context, in *api.ConfigDocuments) (*api.ConfigImported, error) {
 	open := func() (io.ReadCloser, error) {
 		r, _, err := docobj.Reader(ctx, s.deps.NC, in, client.Document)
@@ -294,23 +295,10 @@ func (s *Service) importDocs(ctx context.Context, in *api.ConfigDocuments) (*api
 			names[p.Name] = true
 		}
 	}
-	r, err := open()
-	if err != nil {
-		return nil, err
-	}
-	err = client.EachInDocument(r, names, func(*api.Client) error { return nil })
-	r.Close()
-	if err != nil {
-		return nil, err
-	}
 	// The clients first (those the document drops no longer hold their
 	// plans, which the plans' import checks), writing only what differs.
-	if r, err = open(); err != nil {
-		return nil, err
-	}
 	t0 := time.Now()
-	n, res, err := s.clients.ReplaceDocument(ctx, r)
-	r.Close()
+	n, res, err := s.clients.ImportDocument(ctx, open, names)
 	s.deps.Log.Info("clients imported", "clients", n, "unchanged_keys", res.Unchanged, "written", res.Written,
 		"deleted", res.Deleted, "took", time.Since(t0).Round(time.Millisecond), "err", err)
 	if err != nil {

@@ -145,46 +145,82 @@ func (b *Book) Load(ctx context.Context, clients []api.Client) error {
 	return l.flush()
 }
 
-// ReplaceDocument makes the stored clients and their index keys exactly
-// those of etc/clients.json read from r (checked before with
-// EachInDocument), one client in memory at a time, writing only what
-// differs (store.Replace): a client stored as the document has it is not
-// written again, one changed or new is written with its index keys,
-// and a client or index key the document does not hold is deleted. The
-// writes are transactions of up to 128 operations, several in flight;
-// a failure half way says how far it got. It returns how many clients
-// the document held and what was written. The effects follow with the
-// next Reconcile.
-func (b *Book) ReplaceDocument(ctx context.Context, r io.Reader) (int, store.ReplaceResult, error) {
-	rp, err := b.d.St.Replace(ctx, b.k.clients(), b.d.St.Key("index")+"/")
-	if err != nil {
-		return 0, store.ReplaceResult{}, err
-	}
-	n := 0
-	failed := func(err error) error {
-		return apierr.Internal(err.Error(), "%s: %d of its clients read, then the store failed", Document, n)
-	}
-	err = EachInDocument(r, nil, func(c *api.Client) error {
+// ImportDocument makes the stored clients and their index keys exactly
+// those of etc/clients.json, read as a stream (open gives it afresh) and
+// never held whole, writing only what differs (store.Replace). The first
+// pass checks every client (EachInDocument with plans; a bad one refuses
+// the document and nothing changes) and notes the keys it wants while
+// the stored keys are read; when they are exactly the stored ones, that
+// is all. Otherwise a second pass writes each client changed or new with
+// its index keys, and the clients and index keys the document does not
+// hold are deleted: transactions of up to 128 operations, several in
+// flight, not one transaction (a failure half way says how far it got).
+// It returns how many clients the document holds and what was written.
+// The effects follow with the next Reconcile.
+func (b *Book) ImportDocument(ctx context.Context, open func() (io.ReadCloser, error), plans map[string]bool) (int, store.ReplaceResult, error) {
+	rp := b.d.St.Replace(ctx, b.k.clients(), b.d.St.Key("index")+"/")
+	read := make(chan error, 1)
+	go func() { read <- rp.Read() }()
+	keys := func(c *api.Client, fn func(k, v string) error) error {
 		raw, err := jsonOf(c)
 		if err != nil {
-			return failed(err)
+			return err
 		}
-		if err := rp.Put(b.k.client(c.MAC), raw); err != nil {
-			return failed(err)
+		if err := fn(b.k.client(c.MAC), raw); err != nil {
+			return err
 		}
 		for k, v := range b.indexes(c) {
-			if err := rp.Put(k, v); err != nil {
-				return failed(err)
+			if err := fn(k, v); err != nil {
+				return err
 			}
 		}
-		n++
+		return nil
+	}
+	n := 0
+	r, err := open()
+	if err == nil {
+		err = EachInDocument(r, plans, func(c *api.Client) error {
+			n++
+			return keys(c, func(k, v string) error { rp.Want(k, v); return nil })
+		})
+		r.Close()
+	}
+	if rerr := <-read; err == nil && rerr != nil {
+		err = rerr
+	}
+	if err != nil {
+		rp.Abort()
+		return 0, store.ReplaceResult{}, err
+	}
+	if rp.Same() {
+		res, err := rp.Close()
+		return n, res, err
+	}
+	done := 0
+	failed := func(err error) error {
+		return apierr.Internal(err.Error(), "%s: %d of its %d clients given to the store, then it failed", Document, done, n)
+	}
+	if r, err = open(); err != nil {
+		rp.Abort()
+		return 0, store.ReplaceResult{}, err
+	}
+	err = EachInDocument(r, nil, func(c *api.Client) error {
+		if err := keys(c, rp.Put); err != nil {
+			return failed(err)
+		}
+		done++
 		return nil
 	})
-	res, cerr := rp.Close()
-	if err == nil && cerr != nil {
-		err = failed(cerr)
+	r.Close()
+	if err != nil {
+		rp.Abort()
+		return n, store.ReplaceResult{}, err
 	}
-	return n, res, err
+	res, err := rp.Close()
+	if err != nil {
+		return n, res, failed(err)
+	}
+	return n, res, nil
 }
 
 // loader writes clients and their index keys in transactions of up to
