@@ -168,6 +168,7 @@ func benchClients(b *testing.B, n int, real bool) {
 	close(next)
 	wg.Wait()
 	rate := float64(bulk) / time.Since(t0).Seconds()
+	peak.mark("bulk adds")
 	var kw *kernelWatch
 	if real {
 		kw = watchKernel(b, r.ns)
@@ -249,7 +250,9 @@ func benchClients(b *testing.B, n int, real bool) {
 		return answered, time.Duration(lastEvent.Load() - t0.UnixNano())
 	}
 	// One plan for everyone given new rates: all n reshaped.
+	peak.mark("timed adds")
 	planAll, eventsAll := reshapes("bench", 30, 15, n)
+	peak.mark("POST /plans of all")
 	susp := timed(100, func(i int) {
 		t := time.Now()
 		if st, m := r.do(b, "POST", "/suspend", map[string]any{"mac": benchMAC(i)}); st != 200 {
@@ -297,6 +300,7 @@ func benchClients(b *testing.B, n int, real bool) {
 		b.Fatalf("reshaped events: %d %v", got, err)
 	}
 	eventsOwn := time.Since(et)
+	peak.mark("suspends, plan changes, moves, POST /plans of k")
 	list := timed(3, func(int) {
 		if st, m := r.do(b, "GET", "/clients", nil); st != 200 || m["count"] != float64(n) {
 			b.Fatalf("list: %d %v", st, m["count"])
@@ -307,6 +311,7 @@ func benchClients(b *testing.B, n int, real bool) {
 			b.Fatalf("active: %d %v", st, m["count"])
 		}
 	})
+	peak.mark("GET /clients, GET /clients/active")
 	rt := time.Now()
 	res, err := r.svc.Clients().Reconcile(context.Background())
 	if err != nil || res.Clients != n || res.Failed != 0 || res.Reserved+res.Shaped+res.Blocked+res.Unreserved+res.Unshaped+res.Unblocked != 0 {
@@ -342,7 +347,9 @@ func benchClients(b *testing.B, n int, real bool) {
 	b.ReportMetric(float64(rec)/float64(time.Millisecond), "reconcile_ms")
 	b.ReportMetric(float64(ms.HeapInuse)/(1<<20), "heap_MB")
 	b.ReportMetric(procStatusMB("VmRSS:"), "rss_MB")
+	peak.mark("reconcile")
 	heapPeak := peak.stop()
+	b.Logf("heap in use, peak by phase: %s", strings.Join(peak.phases, ", "))
 	b.ReportMetric(heapPeak/(1<<20), "heap_peak_MB")
 	b.ReportMetric(procStatusMB("VmHWM:"), "rss_peak_MB")
 }
@@ -367,12 +374,15 @@ func (q quietTB) Log(args ...any) {
 
 func (q quietTB) Logf(format string, args ...any) { q.Log(fmt.Sprintf(format, args...)) }
 
-// memPeak samples the heap in use until stopped and keeps its peak.
+// memPeak samples the heap in use until stopped and keeps its peak, over
+// the whole run and per phase (mark).
 type memPeak struct {
-	done chan struct{}
-	once sync.Once
-	max  atomic.Uint64
-	wg   sync.WaitGroup
+	done   chan struct{}
+	once   sync.Once
+	max    atomic.Uint64
+	phase  atomic.Uint64
+	phases []string
+	wg     sync.WaitGroup
 }
 
 // watchMemory resets the process's peak resident size (VmHWM, by
@@ -380,19 +390,13 @@ type memPeak struct {
 func watchMemory() *memPeak {
 	_ = os.WriteFile("/proc/self/clear_refs", []byte("5"), 0)
 	p := &memPeak{done: make(chan struct{})}
-	sample := func() {
-		var ms runtime.MemStats
-		runtime.ReadMemStats(&ms)
-		for v := p.max.Load(); ms.HeapInuse > v && !p.max.CompareAndSwap(v, ms.HeapInuse); v = p.max.Load() {
-		}
-	}
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
 		t := time.NewTicker(250 * time.Millisecond)
 		defer t.Stop()
 		for {
-			sample()
+			p.sample()
 			select {
 			case <-p.done:
 				return
@@ -401,6 +405,22 @@ func watchMemory() *memPeak {
 		}
 	}()
 	return p
+}
+
+func (p *memPeak) sample() {
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	for _, m := range []*atomic.Uint64{&p.max, &p.phase} {
+		for v := m.Load(); ms.HeapInuse > v && !m.CompareAndSwap(v, ms.HeapInuse); v = m.Load() {
+		}
+	}
+}
+
+// mark ends a phase: its peak is noted under its name and the next
+// phase's begins.
+func (p *memPeak) mark(name string) {
+	p.sample()
+	p.phases = append(p.phases, fmt.Sprintf("%s %.0f MB", name, float64(p.phase.Swap(0))/(1<<20)))
 }
 
 // stop ends the sampling and returns the peak heap in use in bytes.
