@@ -38,8 +38,8 @@ func within(t *testing.T, what string, got, want float64) {
 	}
 }
 
-// TestShapedByPlan: a subscriber with a 20 Mbit/s plan measured with
-// iperf3 through the router in both directions, over IPv4 and over IPv6
+// TestShapedByPlan: a subscriber with a 20 Mbit/s plan (on a spare class
+// it took) measured with iperf3 through the router in both directions, over IPv4 and over IPv6
 // (its upload policed by one limit object for both families), reshaped to 50 Mbit/s by
 // ShaperPlan without a restart, and the kernel state unchanged by applying
 // the same shape and the reconcile a second time.
@@ -49,6 +49,14 @@ func TestShapedByPlan(t *testing.T) {
 	svc := start(t, env, l.router)
 	ctx := context.Background()
 
+	// Another subscriber first, and the pool filled after it: the
+	// measured one takes a spare class (made at 1 Mbit/s), so the rates
+	// below are a spare's, changed.
+	if _, err := bus.Invoke(ctx, env.NC, api.ShaperSet, &api.Shape{ID: "other", IP: "10.77.0.20", Iface: "sub0", Plan: "p5", DownMbps: 5, UpMbps: 5}); err != nil {
+		t.Fatal(err)
+	}
+	settle(t, svc)
+	spares := svc.Spares()["sub0"][0]
 	shape := &api.Shape{ID: "02:00:00:00:00:0a", IP: "10.77.0.10", Prefix6: "2001:db8:77::/64", Iface: "sub0", Plan: "p20", DownMbps: 20, UpMbps: 20}
 	a, err := bus.Invoke(ctx, env.NC, api.ShaperSet, shape)
 	if err != nil {
@@ -56,6 +64,9 @@ func TestShapedByPlan(t *testing.T) {
 	}
 	if a.Code != 201 {
 		t.Fatalf("set: code %d, want 201", a.Code)
+	}
+	if got := svc.Spares()["sub0"][0]; got != spares-1 {
+		t.Fatalf("spares %d after the set, want %d (one taken)", got, spares-1)
 	}
 	within(t, "download at 20", iperf(t, l, true), 20)
 	within(t, "upload at 20", iperf(t, l, false), 20)
@@ -103,7 +114,7 @@ func TestShapedByPlan(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.Count != 1 || len(st.Ifaces) != 1 || st.Ifaces[0].Upload != "police" || st.Ifaces[0].Ifb != "" || st.Ifaces[0].Leaf == "" {
+	if st.Count != 2 || len(st.Ifaces) != 1 || st.Ifaces[0].Upload != "police" || st.Ifaces[0].Ifb != "" || st.Ifaces[0].Leaf == "" {
 		t.Errorf("status: %+v", st)
 	}
 	t.Logf("status: %+v", st)
