@@ -135,7 +135,8 @@ func TestShapeRules(t *testing.T) {
 // TestSparesTaken: a new subscriber takes a spare class (no class is made
 // on its way: the classes are the same, one of them now at its rate); the
 // idle tending makes the pool whole again after a burst that drains it,
-// making classes only then; a subscriber moving to another interface leaves
+// making classes only then, and removes spares past the maximum after
+// many removals; a subscriber moving to another interface leaves
 // its class there as a spare.
 func TestSparesTaken(t *testing.T) {
 	l := newLab(t)
@@ -185,13 +186,37 @@ func TestSparesTaken(t *testing.T) {
 		t.Errorf("%d subscriber classes, want %d (subscribers and spares)", got, want)
 	}
 
+	// Removals past the pool's maximum (twice the target + 16): the idle
+	// tending removes spares down to it, deleting classes.
+	for i := 0; i < 2*sp[1]+20; i++ {
+		set(fmt.Sprintf("gone%d", i), fmt.Sprintf("10.77.2.%d", i+1), 3)
+	}
+	for i := 0; i < 2*sp[1]+20; i++ {
+		if _, err := bus.Invoke(ctx, env.NC, api.ShaperRemove, &api.ShapeRef{ID: fmt.Sprintf("gone%d", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := svc.Spares()["sub0"][0]; got <= 2*sp[1]+16 {
+		t.Fatalf("%d spares right after the removals, want over the maximum %d", got, 2*sp[1]+16)
+	}
+	testenv.Eventually(t, 30*time.Second, func() error {
+		if got := svc.Spares()["sub0"][0]; got != 2*sp[1]+16 {
+			return fmt.Errorf("spares %d, want the maximum %d", got, 2*sp[1]+16)
+		}
+		return nil
+	})
+	if got, want := subClasses(t, l), sp[1]+5+2*sp[1]+16; got != want {
+		t.Errorf("%d classes after the trimming, want %d (subscribers and spares)", got, want)
+	}
+
 	// Moving to another interface: the class left behind is a spare.
 	moved := api.Shape{ID: "second", IP: "10.77.0.3", Iface: "up0", Plan: "p", DownMbps: 13, UpMbps: 5}
+	had := svc.Spares()["sub0"][0]
 	if _, err := bus.Invoke(ctx, env.NC, api.ShaperSet, &moved); err != nil {
 		t.Fatal(err)
 	}
-	if got := svc.Spares()["sub0"][0]; got != sp[1]+1 {
-		t.Errorf("%d spares on sub0 after a subscriber left it, want %d", got, sp[1]+1)
+	if got := svc.Spares()["sub0"][0]; got != had+1 {
+		t.Errorf("%d spares on sub0 after a subscriber left it, want %d", got, had+1)
 	}
 
 	// A restart's reconcile takes the spares for the shaper's own: no
