@@ -116,6 +116,10 @@ func TestImportWritesDifference(t *testing.T) {
 	if st, _ := r.do(t, "GET", "/clients/02:00:00:00:0a:02", nil); st != 404 {
 		t.Errorf("client left out: %d", st)
 	}
+	// The effects follow by the reconcile the import asks for.
+	eventually(t, "the moved client's reservation", func() bool {
+		return strings.HasPrefix(r.reservation(t, "02:00:00:00:0A:01"), "10.50.0.111 ") && r.reservation(t, "02:00:00:00:0A:02") == ""
+	})
 	if st, m := r.do(t, "POST", "/clients", map[string]any{"mac": "02:00:00:00:0a:04", "ip": "10.50.0.101", "hostname": "dropped"}); st != 201 {
 		t.Errorf("the freed address and hostname for a new client: %d %v", st, m)
 	}
