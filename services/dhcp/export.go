@@ -98,14 +98,25 @@ func (s *Service) importEngineConfig(ctx context.Context, in *api.ConfigDocument
 		// The configuration stored and in force already is not written
 		// again: the engine would compile it anew with every reservation
 		// (100,000 of them: seconds and a second copy of them in memory)
-		// to serve what it serves.
+		// to serve what it serves. Its kernel state is re-applied: the
+		// listeners reconciled, the delegated routes synchronised.
 		resp, err := s.d.KV.Get(ctx, key)
 		if err != nil {
 			return nil, fmt.Errorf("dhcp: reading the configuration: %w", err)
 		}
 		if len(resp.Kvs) == 1 && bytes.Equal(resp.Kvs[0].Value, compact.Bytes()) {
 			if st := s.State(); st.Source == "stored" && st.Revision == resp.Kvs[0].ModRevision {
-				return &api.ConfigImported{Documents: []string{ConfigDocument}}, nil
+				a := &api.ConfigImported{Documents: []string{ConfigDocument}}
+				if eng, err := s.engine(); err == nil {
+					select {
+					case eng.kick <- struct{}{}:
+					default:
+					}
+					if out, err := eng.SyncRoutes(false); err != nil {
+						s.d.Log.Warn("import: delegated routes not synchronised", "err", err, "report", out)
+					}
+				}
+				return a, nil
 			}
 		}
 		txn.Put(key, json.RawMessage(compact.Bytes()))
