@@ -361,8 +361,12 @@ func (s *Service) restore(ctx context.Context, in *api.RestoreRequest) (*api.Res
 	gathered := time.Since(start)
 	var undo *versions.Record
 	if err == nil {
-		defer s.release(ctx, before)
 		undo, err = s.versions.SaveSources(ctx, s.sources(ctx, before), savedBy(ctx), "before restore of "+filepath.Base(in.File), true)
+		// Saved, the running documents' objects are not needed any more
+		// (a rollback reads the undo version): deleted now, the bus's
+		// store does not keep them (nor their blocks in its cache) through
+		// the imports.
+		s.release(ctx, before)
 	}
 	if err != nil {
 		ae := apierr.From(err)
@@ -405,11 +409,17 @@ func (s *Service) restore(ctx context.Context, in *api.RestoreRequest) (*api.Res
 		// A restore is all or nothing: what some owners took is undone by
 		// bringing the configuration before it back into every owner.
 		var backErr []string
-		back, err := s.request(context.WithoutCancel(ctx), before)
+		bctx := context.WithoutCancel(ctx)
+		back, err := s.versionSet(bctx, undo)
+		var req *api.ConfigDocuments
+		if err == nil {
+			defer s.release(bctx, back)
+			req, err = s.request(bctx, back)
+		}
 		if err != nil {
 			backErr = append(backErr, err.Error())
 		} else {
-			_, backErr = s.importAll(context.WithoutCancel(ctx), back)
+			_, backErr = s.importAll(bctx, req)
 		}
 		next := fmt.Sprintf("nothing was changed: the configuration before the restore (version %d) was brought back", undo.ID)
 		if len(backErr) > 0 {
@@ -429,6 +439,35 @@ func (s *Service) restore(ctx context.Context, in *api.RestoreRequest) (*api.Res
 		"saved_by", saved.Round(time.Millisecond), "imported_by", imported.Round(time.Millisecond),
 		"undo_file_by", undoneBy.Round(time.Millisecond), "took", time.Since(start).Round(time.Millisecond))
 	return a, nil
+}
+
+// versionSet is a saved version's documents as a set, each streamed from
+// the version's blobs as text when small, else into an object
+// (docobj.Render): how a failed restore brings the configuration before
+// it back. The caller releases the set.
+func (s *Service) versionSet(ctx context.Context, rec *versions.Record) (docSet, error) {
+	set := docSet{text: confdoc.Docs{}, objs: map[string]api.ConfigObject{}}
+	for _, src := range s.versions.Sources(ctx, rec) {
+		text, obj, err := docobj.Render(ctx, s.deps.NC, src.Path, func(w io.Writer) error {
+			r, err := src.Open()
+			if err != nil {
+				return err
+			}
+			defer r.Close()
+			_, err = io.Copy(w, r)
+			return err
+		})
+		if err != nil {
+			s.release(ctx, set)
+			return docSet{}, fmt.Errorf("version %d: %s: %w", rec.ID, src.Path, err)
+		}
+		if obj != nil {
+			set.objs[src.Path] = *obj
+		} else {
+			set.text[src.Path] = text
+		}
+	}
+	return set, nil
 }
 
 // writeUndo writes version id's documents as an archive under the state
