@@ -100,7 +100,7 @@ clean:
 bench-shaper:
 	cd services/shaper && ROUTERD_BENCH_SHAPER=1000,100000 go test -timeout 90m -count=1 -run '^$$' -bench BenchmarkShaper -benchtime 1x -v . 2>&1 | grep -E '^(Benchmark|---|    bench_test|PASS|FAIL|ok)'
 
-## bench-subscribers: clients through the API at 1,000 and 10,000 (CLIENTS=100000 for the larger run, about 25 minutes; CLIENTS=1000 for that size alone) with the real shaper, firewall and dhcp in namespaces: add rate, POST /clients to shaped in the kernel p50/p99, suspend, plan changes, POST /plans for one plan of all and for 10,000, GET /clients and /clients/active, reconcile, peak memory; the shaper's reshape timings and any warning are kept (about a minute at 10,000).
+## bench-subscribers: clients through the API at 1,000 and 10,000 (CLIENTS=100000 for the larger run, about 13 minutes; CLIENTS=1000 for that size alone) with the real shaper, firewall and dhcp in namespaces: add rate, POST /clients to shaped in the kernel p50/p99, suspend, plan changes, POST /plans for one plan of all and for 10,000, GET /clients and /clients/active, reconcile, peak memory; the shaper's reshape timings and any warning are kept (about a minute at 10,000).
 bench-subscribers:
 	cd services/subscribers && ROUTERD_BENCH_CLIENTS=$(or $(CLIENTS),10000) go test -timeout 90m -count=1 -run '^$$' -bench '^BenchmarkClientsKernel$$' -benchtime 1x . 2>&1 | grep -E '^(Benchmark|---|PASS|FAIL|ok)|plan reshaped|effects reconciled|shaping reconciled|heap in use|level=(WARN|ERROR)'
 
