@@ -78,11 +78,26 @@ func validClass(c uint32) bool {
 	return g > 0 && g < maxGroup && m >= 1 && m <= binSlots
 }
 
+// behindLeaves says whether group g's qdisc would share its bucket of the
+// device's qdisc hash with HTB's default pfifo leaves. The kernel finds a
+// class's parent qdisc on every class change or creation
+// (qdisc_lookup -> qdisc_match_from_root, a walk of one of the device's 16
+// buckets, keyed by handle), and it hashes every default leaf (invisible
+// to dumps) under handle 0: a group in bucket 0 is found only after all
+// of them. Measured on this kernel with 10,240 classes on one veth (40
+// groups of 256, tc -batch of class change): 15-20 us a change in groups
+// 1, 3 and 4, 110-217 us in groups 2 and 21 (bucket 0). New groups skip
+// those majors (hash_32(g<<16, 4) == hash_32(0, 4) == 0).
+func behindLeaves(g uint16) bool { return (uint32(g)<<16)*0x61C88647>>28 == 0 }
+
 // slot returns a free class id for a class to be made on the interface:
 // in the lowest group with room, or in a new group (fresh: not yet in the
-// kernel nor in the state).
+// kernel nor in the state), never one behind the default leaves.
 func (is *ifaceS) slot() (b *bin, classid uint32, fresh bool, err error) {
 	for g := uint16(1); g < maxGroup; g++ {
+		if behindLeaves(g) {
+			continue
+		}
 		b := is.bins[g]
 		if b == nil {
 			nb := &bin{g: g}
