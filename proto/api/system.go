@@ -74,8 +74,9 @@ type ConfigOwner struct {
 	// is a 500 listing it in broken_data_files.
 	Export Op[None, ConfigDocuments]
 	// Import replaces the service's configuration with the documents of
-	// its paths in one etcd transaction, then re-applies its kernel and
-	// daemon state; paths of other services are ignored and a path of its
+	// its paths (a small document in one etcd transaction; a streamed
+	// per-subscriber document by writing only what differs, in several
+	// transactions), then re-applies its kernel and daemon state; paths of other services are ignored and a path of its
 	// own that is absent leaves that area as it is. A document that does
 	// not parse or validate is a 400 naming it, and nothing changes.
 	Import Op[ConfigDocuments, ConfigImported]
@@ -96,7 +97,7 @@ func configOwner(service, paths string, streamed ...string) ConfigOwner {
 		}),
 		Import: Define[ConfigDocuments, ConfigImported](Meta{
 			Service: service, Name: "config.import", Timeout: 60 * time.Second,
-			Summary: "Replace the service's configuration (" + paths + ") with the documents given, in one etcd transaction, then re-apply its kernel state; 400 naming a document that does not parse.",
+			Summary: "Replace the service's configuration (" + paths + ") with the documents given (a small document in one etcd transaction, a per-subscriber document by writing only what differs), then re-apply its kernel state; 400 naming a document that does not parse.",
 		}),
 	}
 }
@@ -270,7 +271,7 @@ var (
 	// Restore is POST /restore.
 	Restore = Define[RestoreRequest, RestoreAnswer](Meta{
 		Service: "system", Name: "restore", REST: []REST{{"POST", "/restore"}}, Timeout: 120 * time.Second,
-		Summary: "Bring in the configuration documents of an archive on the router: the running configuration is first saved as `undo_version` (and written as `undo_file`); each owning service replaces its configuration in one etcd transaction and re-applies its kernel state. 400 when the file is missing, too large (256 MiB), not a tar.gz, or holds a path outside etc/ and data/ (nothing changes); 500 with `undo_version`, `next` and `rolled_back` when not every document could be brought in: the configuration before the restore is then brought back into every owner (all or nothing). No action form.",
+		Summary: "Bring in the configuration documents of an archive on the router: the running configuration is first saved as `undo_version` (and written as `undo_file`); each owning service replaces its configuration (writing only what differs) and re-applies its kernel state. 400 when the file is missing, too large (256 MiB), not a tar.gz, or holds a path outside etc/ and data/ (nothing changes); 500 with `undo_version`, `next` and `rolled_back` when not every document could be brought in: the configuration before the restore is then brought back into every owner (all or nothing). No action form.",
 	})
 )
 
