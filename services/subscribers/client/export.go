@@ -11,6 +11,8 @@ import (
 	"regexp"
 	"strings"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"routerd.dev/proto/api"
 	"routerd.dev/shared/apierr"
 	"routerd.dev/shared/docobj"
@@ -121,6 +123,19 @@ func EachInDocument(r io.Reader, plans map[string]bool, fn func(c *api.Client) e
 	return err
 }
 
+// Load stores clients (benchmarks seed a store with it) in transactions
+// of up to 100 operations; a failure half way says how far it got. The effects follow
+// with the next Reconcile.
+func (b *Book) Load(ctx context.Context, clients []api.Client) error {
+	l := b.loader(ctx)
+	for i := range clients {
+		if err := l.add(&clients[i]); err != nil {
+			return err
+		}
+	}
+	return l.flush()
+}
+
 // ImportDocument makes the stored clients and their index keys exactly
 // those of etc/clients.json, read as a stream (open gives it afresh) and
 // never held whole, writing only what differs (store.Replace). The first
@@ -197,4 +212,46 @@ func (b *Book) ImportDocument(ctx context.Context, open func() (io.ReadCloser, e
 		return n, res, failed(err)
 	}
 	return n, res, nil
+}
+
+// loader writes clients and their index keys in transactions of up to
+// 100 operations.
+type loader struct {
+	ctx  context.Context
+	b    *Book
+	ops  []clientv3.Op
+	done int // clients stored
+	held int // clients in ops
+}
+
+func (b *Book) loader(ctx context.Context) *loader { return &loader{ctx: ctx, b: b} }
+
+func (l *loader) add(c *api.Client) error {
+	raw, err := jsonOf(c)
+	if err != nil {
+		return err
+	}
+	if len(l.ops)+7 > 100 {
+		if err := l.flush(); err != nil {
+			return err
+		}
+	}
+	l.ops = append(l.ops, clientv3.OpPut(l.b.k.client(c.MAC), raw))
+	for k, v := range l.b.indexes(c) {
+		l.ops = append(l.ops, clientv3.OpPut(k, v))
+	}
+	l.held++
+	return nil
+}
+
+func (l *loader) flush() error {
+	if len(l.ops) == 0 {
+		return nil
+	}
+	if _, err := l.b.d.St.Client().Txn(l.ctx).Then(l.ops...).Commit(); err != nil {
+		return apierr.Internal(err.Error(), "%s: %d clients stored, then the store failed", Document, l.done)
+	}
+	l.done += l.held
+	l.ops, l.held = l.ops[:0], 0
+	return nil
 }

@@ -57,62 +57,31 @@ func (b *Book) Reconcile(ctx context.Context, only ...string) (ReconcileResult, 
 		res.Skipped[owner] = err.Error()
 	}
 	if want["dhcp"] {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := pageAll(ctx, func(after string) (string, error) {
-				p, err := b.d.Fx.Reservations(ctx, after)
-				if err != nil {
-					return "", err
-				}
-				for _, r := range p.Clients {
-					resv[r.MAC] = r
-				}
-				return p.Next, nil
-			}); err != nil {
-				skip("dhcp", err)
+		gather(ctx, &wg, func(err error) { skip("dhcp", err) }, resv, func(after string) ([]api.ClientReservation, string, error) {
+			p, err := b.d.Fx.Reservations(ctx, after)
+			if err != nil {
+				return nil, "", err
 			}
-		}()
+			return p.Clients, p.Next, nil
+		}, func(r api.ClientReservation) (string, bool) { return r.MAC, true })
 	}
 	if want["shaper"] {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := pageAll(ctx, func(after string) (string, error) {
-				p, err := b.d.Fx.Shapes(ctx, after)
-				if err != nil {
-					return "", err
-				}
-				for _, s := range p.Shapes {
-					if m, err := NormalizeMAC(s.ID); err == nil && m == s.ID {
-						shapes[s.ID] = s
-					}
-				}
-				return p.Next, nil
-			}); err != nil {
-				skip("shaper", err)
+		gather(ctx, &wg, func(err error) { skip("shaper", err) }, shapes, func(after string) ([]api.Shape, string, error) {
+			p, err := b.d.Fx.Shapes(ctx, after)
+			if err != nil {
+				return nil, "", err
 			}
-		}()
+			return p.Shapes, p.Next, nil
+		}, func(s api.Shape) (string, bool) { return s.ID, isStoredMAC(s.ID) })
 	}
 	if want["firewall"] {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := pageAll(ctx, func(after string) (string, error) {
-				p, err := b.d.Fx.Blocks(ctx, after)
-				if err != nil {
-					return "", err
-				}
-				for _, x := range p.Blocks {
-					if m, err := NormalizeMAC(x.ID); err == nil && m == x.ID {
-						blocks[x.ID] = x
-					}
-				}
-				return p.Next, nil
-			}); err != nil {
-				skip("firewall", err)
+		gather(ctx, &wg, func(err error) { skip("firewall", err) }, blocks, func(after string) ([]api.Block, string, error) {
+			p, err := b.d.Fx.Blocks(ctx, after)
+			if err != nil {
+				return nil, "", err
 			}
-		}()
+			return p.Blocks, p.Next, nil
+		}, func(x api.Block) (string, bool) { return x.ID, isStoredMAC(x.ID) })
 	}
 	wg.Wait()
 	for o := range res.Skipped {
@@ -247,6 +216,38 @@ func (b *Book) stored(ctx context.Context, mac string) bool {
 	defer unlock()
 	resp, err := b.d.St.Client().Get(ctx, b.k.client(mac))
 	return err != nil || len(resp.Kvs) > 0 // unsure: keep
+}
+
+// gather pages one owner through on a goroutine of its own (wg), keeping
+// what it holds in held by the MAC key gives; an entry key refuses is
+// left out. A failure goes to skip.
+func gather[T any](ctx context.Context, wg *sync.WaitGroup, skip func(error), held map[string]T,
+	page func(after string) ([]T, string, error), key func(T) (string, bool)) {
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := pageAll(ctx, func(after string) (string, error) {
+			items, next, err := page(after)
+			if err != nil {
+				return "", err
+			}
+			for _, it := range items {
+				if k, ok := key(it); ok {
+					held[k] = it
+				}
+			}
+			return next, nil
+		}); err != nil {
+			skip(err)
+		}
+	}()
+}
+
+// isStoredMAC says whether s is a MAC in the form clients are stored by:
+// a shaping or block keyed otherwise is no client's.
+func isStoredMAC(s string) bool {
+	m, err := NormalizeMAC(s)
+	return err == nil && m == s
 }
 
 func pageAll(ctx context.Context, page func(after string) (string, error)) error {
