@@ -137,62 +137,30 @@ func (s *Service) eachReservation(r io.Reader, fn func(key string, v any) error)
 func (s *Service) importReservations(ctx context.Context, open func() (io.ReadCloser, error)) (string, error) {
 	t0 := time.Now()
 	rp := s.wst.Replace(ctx, s.st.Key(ResvPrefix))
-	read := make(chan error, 1)
-	go func() { read <- rp.Read() }()
-	wanted := func(key string, v any) error {
-		raw, err := json.Marshal(v)
-		if err != nil {
-			return err
-		}
-		rp.Want(key, string(raw))
-		return nil
-	}
-	n := 0
-	r, err := open()
-	if err == nil {
-		err = s.eachReservation(r, func(key string, v any) error { n++; return wanted(key, v) })
-		r.Close()
-	}
-	if rerr := <-read; err == nil && rerr != nil {
-		err = rerr
-	}
-	if err != nil {
-		rp.Abort()
-		return "", err
-	}
-	if rp.Same() {
-		s.d.Log.Info("reservations imported", "reservations", n, "unchanged", n, "took", time.Since(t0).Round(time.Millisecond))
-		return "", nil
-	}
-	done := 0
-	failed := func(err error) error {
+	n, done := 0, 0
+	res, err := rp.Sync(open, func(doc io.Reader, pass int, put func(k, v string) error) error {
+		return s.eachReservation(doc, func(key string, v any) error {
+			raw, err := json.Marshal(v)
+			if err != nil {
+				return err
+			}
+			if err := put(key, string(raw)); err != nil {
+				return err
+			}
+			if pass == 1 {
+				n++
+			} else {
+				done++
+			}
+			return nil
+		})
+	}, func(err error) error {
 		return apierr.Internal(err.Error(), "%s: %d of its %d reservations given to the store, then it failed", ReservationsDocument, done, n)
-	}
-	if r, err = open(); err != nil {
-		rp.Abort()
-		return "", err
-	}
-	err = s.eachReservation(r, func(key string, v any) error {
-		raw, err := json.Marshal(v)
-		if err == nil {
-			err = rp.Put(key, string(raw))
-		}
-		if err != nil {
-			return failed(err)
-		}
-		done++
-		return nil
 	})
-	r.Close()
-	if err != nil {
-		rp.Abort()
-		return "", err
-	}
-	res, err := rp.Close()
 	s.d.Log.Info("reservations imported", "reservations", n, "unchanged", res.Unchanged, "written", res.Written,
 		"deleted", res.Deleted, "took", time.Since(t0).Round(time.Millisecond), "err", err)
-	if err != nil {
-		return "", failed(err)
+	if err != nil || res.Revision == 0 {
+		return "", err // refused, failed, or nothing written: nothing for the engine to take
 	}
 	if eng, err := s.engine(); err == nil {
 		return s.settleReservations(ctx, eng, res.Revision)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
+	"io"
 	"slices"
 	"sync"
 
@@ -99,7 +100,8 @@ type ReplaceResult struct {
 // with Read, gives every wanted pair to Put, then calls Close. A caller
 // that reads its pairs twice anyway (a check of a document before
 // anything is written) can give them to Want on the first pass, while
-// Read runs, and skip the second when Same says nothing differs.
+// Read runs, and skip the second when Same says nothing differs: Sync
+// does exactly that for a document read as a stream.
 func (s *Store) Replace(ctx context.Context, prefixes ...string) *Replace {
 	return &Replace{ctx: ctx, st: s, prefixes: prefixes, seed: maphash.MakeSeed()}
 }
@@ -350,6 +352,49 @@ func (r *Replace) sweep() error {
 		}
 	}
 	return nil
+}
+
+// Sync runs a document through r in two passes, as a configuration
+// import does. The first pass, with Read beside it, checks the document
+// and gives each of its pairs to Want; a document that fails the check
+// changes nothing. If the wanted pairs are exactly the stored ones, that
+// is all. Otherwise the second pass gives every pair to Put and Close
+// deletes the stored keys left out. open gives the document afresh for
+// each pass; each reads one pass of it (pass 1 or 2) and hands every pair
+// to put. fail wraps a failure of the store's writes (a Put or Close),
+// after which part of the document may be written.
+func (r *Replace) Sync(open func() (io.ReadCloser, error), each func(doc io.Reader, pass int, put func(key, value string) error) error, fail func(error) error) (ReplaceResult, error) {
+	read := make(chan error, 1)
+	go func() { read <- r.Read() }()
+	run := func(pass int, put func(key, value string) error) error {
+		doc, err := open()
+		if err != nil {
+			return err
+		}
+		defer doc.Close()
+		return each(doc, pass, put)
+	}
+	err := run(1, func(k, v string) error { r.Want(k, v); return nil })
+	if rerr := <-read; err == nil && rerr != nil {
+		err = rerr
+	}
+	if err == nil && !r.Same() {
+		err = run(2, func(k, v string) error {
+			if err := r.Put(k, v); err != nil {
+				return fail(err)
+			}
+			return nil
+		})
+	}
+	if err != nil {
+		r.Abort()
+		return ReplaceResult{}, err
+	}
+	res, err := r.Close()
+	if err != nil {
+		return res, fail(err)
+	}
+	return res, nil
 }
 
 // Abort stops the writers without writing what is queued or deleting

@@ -1,8 +1,11 @@
 package store_test
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"io"
+	"strings"
 	"testing"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -238,5 +241,75 @@ func TestReplaceFenced(t *testing.T) {
 	}
 	if g, err := env.KV.Get(ctx, s.Key("a", "1")); err != nil || len(g.Kvs) != 0 {
 		t.Errorf("written without the lock: %v %v", g, err)
+	}
+}
+
+// TestReplaceSync: a document refused on its first pass writes nothing;
+// the same document as stored is read once and writes nothing; another
+// is read twice and written, the keys it leaves out deleted.
+func TestReplaceSync(t *testing.T) {
+	env := testenv.Start(t)
+	ctx := context.Background()
+	s := store.New(env.KV, "sync")
+	prefix := s.Key("a") + "/"
+	doc := func(pairs ...string) (func() (io.ReadCloser, error), *int) {
+		opened := 0
+		return func() (io.ReadCloser, error) {
+			opened++
+			return io.NopCloser(strings.NewReader(strings.Join(pairs, "\n"))), nil
+		}, &opened
+	}
+	each := func(refuse string) func(io.Reader, int, func(k, v string) error) error {
+		return func(r io.Reader, _ int, put func(k, v string) error) error {
+			sc := bufio.NewScanner(r)
+			for sc.Scan() {
+				k, v, _ := strings.Cut(sc.Text(), "=")
+				if k == refuse {
+					return fmt.Errorf("%s refused", k)
+				}
+				if err := put(prefix+k, v); err != nil {
+					return err
+				}
+			}
+			return sc.Err()
+		}
+	}
+	fail := func(err error) error { return fmt.Errorf("wrapped: %w", err) }
+	stored := func() map[string]string {
+		g, err := env.KV.Get(ctx, prefix, clientv3.WithPrefix())
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := map[string]string{}
+		for _, kv := range g.Kvs {
+			m[strings.TrimPrefix(string(kv.Key), prefix)] = string(kv.Value)
+		}
+		return m
+	}
+	if _, err := env.KV.Put(ctx, prefix+"x", "1"); err != nil {
+		t.Fatal(err)
+	}
+
+	open, _ := doc("y=2", "bad=3")
+	if _, err := s.Replace(ctx, prefix).Sync(open, each("bad"), fail); err == nil || !strings.Contains(err.Error(), "bad refused") {
+		t.Fatalf("refused document: %v", err)
+	}
+	if got := stored(); len(got) != 1 || got["x"] != "1" {
+		t.Fatalf("after a refused document: %v", got)
+	}
+
+	open, opened := doc("x=1")
+	res, err := s.Replace(ctx, prefix).Sync(open, each(""), fail)
+	if err != nil || *opened != 1 || res.Written != 0 || res.Deleted != 0 || res.Unchanged != 1 || res.Revision != 0 {
+		t.Fatalf("same document: opened %d, %+v, %v", *opened, res, err)
+	}
+
+	open, opened = doc("y=2", "z=3")
+	res, err = s.Replace(ctx, prefix).Sync(open, each(""), fail)
+	if err != nil || *opened != 2 || res.Written != 2 || res.Deleted != 1 || res.Revision == 0 {
+		t.Fatalf("other document: opened %d, %+v, %v", *opened, res, err)
+	}
+	if got := stored(); len(got) != 2 || got["y"] != "2" || got["z"] != "3" {
+		t.Fatalf("after another document: %v", got)
 	}
 }

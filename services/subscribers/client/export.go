@@ -150,68 +150,36 @@ func (b *Book) Load(ctx context.Context, clients []api.Client) error {
 // The effects follow with the next Reconcile.
 func (b *Book) ImportDocument(ctx context.Context, open func() (io.ReadCloser, error), plans map[string]bool) (int, store.ReplaceResult, error) {
 	rp := b.d.St.Replace(ctx, b.k.clients(), b.d.St.Key("index")+"/")
-	read := make(chan error, 1)
-	go func() { read <- rp.Read() }()
-	keys := func(c *api.Client, fn func(k, v string) error) error {
-		raw, err := jsonOf(c)
-		if err != nil {
-			return err
+	n, done := 0, 0
+	res, err := rp.Sync(open, func(doc io.Reader, pass int, put func(k, v string) error) error {
+		check := plans
+		if pass == 2 {
+			check = nil // checked on the first pass
 		}
-		if err := fn(b.k.client(c.MAC), raw); err != nil {
-			return err
-		}
-		for k, v := range b.indexes(c) {
-			if err := fn(k, v); err != nil {
+		return EachInDocument(doc, check, func(c *api.Client) error {
+			raw, err := jsonOf(c)
+			if err != nil {
 				return err
 			}
-		}
-		return nil
-	}
-	n := 0
-	r, err := open()
-	if err == nil {
-		err = EachInDocument(r, plans, func(c *api.Client) error {
-			n++
-			return keys(c, func(k, v string) error { rp.Want(k, v); return nil })
+			if err := put(b.k.client(c.MAC), raw); err != nil {
+				return err
+			}
+			for k, v := range b.indexes(c) {
+				if err := put(k, v); err != nil {
+					return err
+				}
+			}
+			if pass == 1 {
+				n++
+			} else {
+				done++
+			}
+			return nil
 		})
-		r.Close()
-	}
-	if rerr := <-read; err == nil && rerr != nil {
-		err = rerr
-	}
-	if err != nil {
-		rp.Abort()
-		return 0, store.ReplaceResult{}, err
-	}
-	if rp.Same() {
-		res, err := rp.Close()
-		return n, res, err
-	}
-	done := 0
-	failed := func(err error) error {
+	}, func(err error) error {
 		return apierr.Internal(err.Error(), "%s: %d of its %d clients given to the store, then it failed", Document, done, n)
-	}
-	if r, err = open(); err != nil {
-		rp.Abort()
-		return 0, store.ReplaceResult{}, err
-	}
-	err = EachInDocument(r, nil, func(c *api.Client) error {
-		if err := keys(c, rp.Put); err != nil {
-			return failed(err)
-		}
-		done++
-		return nil
 	})
-	r.Close()
-	if err != nil {
-		rp.Abort()
-		return n, store.ReplaceResult{}, err
-	}
-	res, err := rp.Close()
-	if err != nil {
-		return n, res, failed(err)
-	}
-	return n, res, nil
+	return n, res, err
 }
 
 // loader writes clients and their index keys in transactions of up to
