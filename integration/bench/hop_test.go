@@ -151,9 +151,5 @@ func post(b *testing.B, url, body string) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	_, _ = io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode >= 300 {
-		b.Fatalf("POST %s: %d", url, resp.StatusCode)
-	}
+	drain(b, resp, "POST "+url)
 }

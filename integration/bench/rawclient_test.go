@@ -3,7 +3,6 @@ package bench
 import (
 	"bufio"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -59,11 +58,7 @@ func (c *rawClient) do(b *testing.B, method, path, body string) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	_, _ = io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode >= 300 {
-		b.Fatalf("%s %s: %d", method, path, resp.StatusCode)
-	}
+	drain(b, resp, method+" "+path)
 	if resp.Close {
 		c.conn.Close()
 		c.dial(b)
