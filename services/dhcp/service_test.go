@@ -78,8 +78,11 @@ func (r *runningService) waitServing(t *testing.T, env *testenv.Env, listeners i
 		if n := eng.listenerCount(); n < listeners {
 			return fmt.Errorf("dhcp service not serving: %d listeners open, want %d", n, listeners)
 		}
-		if _, err := bus.Call(context.Background(), env.NC, api.DHCPStatus.Subject(), &pb.Request{Method: http.MethodGet}); err != nil {
-			return fmt.Errorf("dhcp service not serving: status: %w", err)
+		// The readiness endpoint, not any one operation: it is declared
+		// last, so its answer means every endpoint is subscribed (status
+		// can answer while later endpoints are still being added).
+		if !bus.Up(env.NC, Name, time.Second) {
+			return errors.New("dhcp service not serving: not ready on the bus")
 		}
 		return nil
 	})
