@@ -485,9 +485,30 @@ func (p peak) max(q peak) peak {
 
 // measurePeak runs f sampling every 5 ms. With ROUTERD_BENCH_HEAPPROFILE
 // set, the heap profile at the highest heap seen (at most every 200 ms)
-// is written to that path with the phase's name appended.
+// is written to that path with the phase's name appended; with
+// ROUTERD_BENCH_CPUPROFILE set, the CPU profile of the phase alone (the
+// whole benchmark's -cpuprofile is mostly the clients' loading), not
+// with -cpuprofile.
 func measurePeak(phase string, f func()) peak {
 	profile := os.Getenv("ROUTERD_BENCH_HEAPPROFILE")
+	if cpu := os.Getenv("ROUTERD_BENCH_CPUPROFILE"); cpu != "" {
+		if out, err := os.Create(cpu + "." + phase); err == nil {
+			defer out.Close()
+			if pprof.StartCPUProfile(out) == nil {
+				defer pprof.StopCPUProfile()
+			}
+		}
+		// What the phase allocated: the allocs profile after it, with
+		// the one before as its -base.
+		allocs := func(when string) {
+			if out, err := os.Create(cpu + "." + phase + ".allocs-" + when); err == nil {
+				pprof.Lookup("allocs").WriteTo(out, 0)
+				out.Close()
+			}
+		}
+		allocs("before")
+		defer allocs("after")
+	}
 	var written time.Time
 	var m runtime.MemStats
 	runtime.GC()

@@ -50,6 +50,12 @@ const (
 	AddrAdded    = "address.added"
 	AddrDeleted  = "address.deleted"
 
+	// ConfigRestored: the system service's restore is over (its owners'
+	// imports done, rolled back or not); the data is a RestoreEnd. An
+	// owner that held work for the restore (api.ConfigDocuments.Restore)
+	// does it now.
+	ConfigRestored = "config.restored"
+
 	// DHCP: the data is the lease (for DeviceUnknown, the address offered).
 	LeaseGranted  = "lease.granted"
 	LeaseRenewed  = "lease.renewed"
@@ -60,3 +66,12 @@ const (
 	// most one per interface and MAC per minute).
 	DeviceUnknown = "device.unknown"
 )
+
+// RestoreEnd is the data of a ConfigRestored event.
+type RestoreEnd struct {
+	// Restore is the id the restore's imports carried.
+	Restore string `json:"restore"`
+	// OK is false when the restore failed and the configuration before
+	// it was brought back (or not: see the restore's answer).
+	OK bool `json:"ok"`
+}

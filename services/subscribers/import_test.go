@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"routerd.dev/proto/api"
+	"routerd.dev/proto/event"
 	"routerd.dev/shared/bus"
 )
 
@@ -123,4 +125,54 @@ func TestImportWritesDifference(t *testing.T) {
 	if st, m := r.do(t, "POST", "/clients", map[string]any{"mac": "02:00:00:00:0a:04", "ip": "10.50.0.101", "hostname": "dropped"}); st != 201 {
 		t.Errorf("the freed address and hostname for a new client: %d %v", st, m)
 	}
+}
+
+// TestImportHeldForRestore: an import that is part of a restore
+// (ConfigDocuments.Restore, dhcp's reservations imported beside it) holds
+// the reconcile of the clients' effects until the system service's
+// config.restored event of that restore: a reservation missing after the
+// import is not made again while the restore runs, nor at the end of
+// another restore, and is made once this one ends. An import outside a
+// restore reconciles at once (which also leaves no reconcile of the
+// service's start pending that could make it beside the test).
+func TestImportHeldForRestore(t *testing.T) {
+	r := startRig(t)
+	ctx := context.Background()
+	const mac = "02:00:00:00:0A:01"
+	if st, m := r.do(t, "POST", "/clients", map[string]any{"mac": mac, "ip": "10.50.0.101", "hostname": "held"}); st != 201 {
+		t.Fatalf("add: %d %v", st, m)
+	}
+	docs, err := bus.Invoke(ctx, r.env.NC, api.SubscribersConfig.Export, &api.None{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	unreserve := func() {
+		t.Helper()
+		if _, err := bus.Invoke(ctx, r.env.NC, api.ReservationDelete, &api.ReservationRef{MAC: mac}); err != nil {
+			t.Fatal(err)
+		}
+		if got := r.reservation(t, mac); got != "" {
+			t.Fatalf("reservation still held after its deletion: %s", got)
+		}
+	}
+	unreserve()
+	if _, err := bus.Invoke(ctx, r.env.NC, api.SubscribersConfig.Import, docs); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the reservation made by the reconcile after an import", func() bool { return r.reservation(t, mac) != "" })
+
+	unreserve()
+	docs.Restore = "r1"
+	if _, err := bus.Invoke(ctx, r.env.NC, api.SubscribersConfig.Import, docs); err != nil {
+		t.Fatal(err)
+	}
+	pub := bus.NewPublisher(r.env.NC, "system", nil)
+	pub.Publish(event.ConfigRestored, nil, event.RestoreEnd{Restore: "r0", OK: true})
+	// A reconcile of one client takes milliseconds.
+	time.Sleep(1500 * time.Millisecond)
+	if got := r.reservation(t, mac); got != "" {
+		t.Fatalf("the reservation was made before the restore's end: %s", got)
+	}
+	pub.Publish(event.ConfigRestored, nil, event.RestoreEnd{Restore: "r1", OK: false})
+	eventually(t, "the reservation made after the restore's end", func() bool { return r.reservation(t, mac) != "" })
 }

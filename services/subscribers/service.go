@@ -6,6 +6,7 @@ package subscribers
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
@@ -16,6 +17,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"routerd.dev/proto/api"
+	"routerd.dev/proto/event"
 	"routerd.dev/services/subscribers/client"
 	"routerd.dev/services/subscribers/plan"
 	"routerd.dev/shared/bus"
@@ -29,6 +31,14 @@ const Name = "subscribers"
 
 // ExpiryEvery is how often every client's end date is reconciled.
 const ExpiryEvery = 5 * time.Minute
+
+// RestoreWait is how long an import that is part of a restore holds the
+// reconcile of the clients' effects when the restore's end is never
+// announced (its config.restored event lost, the system service gone):
+// longer than a restore's imports may take (60 s each, two groups after
+// dhcp and this service, and the rollback again), after which the
+// reconcile runs anyway.
+const RestoreWait = 5 * time.Minute
 
 // Deps are what the service is built on.
 type Deps struct {
@@ -55,6 +65,11 @@ type Service struct {
 	// kick asks the background loop for a reconcile of every owner (after
 	// an import).
 	kick chan struct{}
+	// held are the restores (api.ConfigDocuments.Restore) whose end the
+	// reconcile after this service's import waits for, each with the
+	// timer that runs it after RestoreWait if no end is announced.
+	heldMu sync.Mutex
+	held   map[string]*time.Timer
 	// events are the client.reshaped publications under way; Run waits
 	// for them before it returns.
 	events sync.WaitGroup
@@ -69,7 +84,8 @@ func New(d Deps) *Service {
 		d.ExpiryEvery = ExpiryEvery
 	}
 	st := store.New(d.KV, Name)
-	s := &Service{deps: d, plans: plan.NewBook(st, d.Now), onBus: &client.OnBus{NC: d.NC}, kick: make(chan struct{}, 1)}
+	s := &Service{deps: d, plans: plan.NewBook(st, d.Now), onBus: &client.OnBus{NC: d.NC}, kick: make(chan struct{}, 1),
+		held: map[string]*time.Timer{}}
 	cd := client.Deps{St: st, Plans: s.plans, Nets: s.onBus, Fx: s.onBus, Leases: s.onBus, Now: d.Now, Log: d.Log,
 		Pub: bus.NewPublisher(d.NC, Name, d.Log)}
 	if d.NS != nil {
@@ -118,8 +134,20 @@ func (s *Service) Clients() *client.Book { return s.clients }
 // answered once) and every client's end date at start and every
 // ExpiryEvery.
 func (s *Service) Run(ctx context.Context) error {
+	// A restore's end runs the reconcile its import held.
+	sub, err := s.deps.NC.Subscribe(event.Subject("system", event.ConfigRestored), func(m *nats.Msg) {
+		var ev event.Event
+		var end event.RestoreEnd
+		if json.Unmarshal(m.Data, &ev) == nil && json.Unmarshal(ev.Data, &end) == nil {
+			s.restoreEnded(end.Restore)
+		}
+	})
+	if err != nil {
+		return err
+	}
+	defer sub.Unsubscribe()
 	go s.background(ctx)
-	err := bus.Run(ctx, s.deps.NC, bus.ServiceConfig{
+	err = bus.Run(ctx, s.deps.NC, bus.ServiceConfig{
 		Name: Name, Version: "1.0.0", Description: "MAC clients, plans and fibre services",
 		Log:       s.deps.Log,
 		Endpoints: s.Endpoints(),
@@ -309,9 +337,48 @@ func (s *Service) importDocs(ctx context.Context, in *api.ConfigDocuments) (*api
 		return nil, err
 	}
 	out.Documents = append(out.Documents, client.Document)
+	s.reconcileAfter(in.Restore)
+	return out, nil
+}
+
+// reconcileAfter asks for a reconcile of the clients' effects after an
+// import: at once, or, for an import that is part of a restore (dhcp's
+// reservations imported beside it), when the restore ends: run while
+// dhcp's import is still writing, it would make every reservation not yet
+// written again one by one.
+func (s *Service) reconcileAfter(restore string) {
+	if restore == "" {
+		s.reconcile()
+		return
+	}
+	s.heldMu.Lock()
+	defer s.heldMu.Unlock()
+	if _, ok := s.held[restore]; ok {
+		return
+	}
+	s.held[restore] = time.AfterFunc(RestoreWait, func() {
+		s.deps.Log.Warn("the end of a restore was not announced: its clients' effects reconciled now", "restore", restore, "after", RestoreWait)
+		s.restoreEnded(restore)
+	})
+}
+
+// restoreEnded runs the reconcile held for restore, if any.
+func (s *Service) restoreEnded(restore string) {
+	s.heldMu.Lock()
+	t, ok := s.held[restore]
+	delete(s.held, restore)
+	s.heldMu.Unlock()
+	if !ok {
+		return
+	}
+	t.Stop()
+	s.reconcile()
+}
+
+// reconcile asks the background loop for a reconcile of every owner.
+func (s *Service) reconcile() {
 	select {
 	case s.kick <- struct{}{}:
 	default:
 	}
-	return out, nil
 }

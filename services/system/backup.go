@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"compress/gzip"
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -15,6 +16,7 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -23,6 +25,7 @@ import (
 
 	"routerd.dev/proto/api"
 	pb "routerd.dev/proto/bus"
+	"routerd.dev/proto/event"
 	"routerd.dev/services/system/confdoc"
 	"routerd.dev/services/system/versions"
 	"routerd.dev/shared/apierr"
@@ -314,27 +317,68 @@ func (s *Service) request(ctx context.Context, set docSet) (*api.ConfigDocuments
 	return req, nil
 }
 
-// importAll sends req to every owner in restore order: the paths taken
-// and the owners' failures.
+// importAll sends req to every owner in restore order, an owner marked
+// BesidePrevious at the same time as the one before it (their imports in
+// flight together, each answer awaited before the next group starts): the
+// paths taken and the owners' failures, in the owners' order.
 func (s *Service) importAll(ctx context.Context, req *api.ConfigDocuments) (map[string]bool, []string) {
 	taken := map[string]bool{}
 	var failures []string
-	for _, o := range s.owners {
-		t0 := time.Now()
-		res, err := bus.Invoke(ctx, s.deps.NC, o.Import, req)
-		s.deps.Log.Info("configuration imported", "service", o.Service, "took", time.Since(t0).Round(time.Millisecond), "err", err)
-		if err != nil {
-			failures = append(failures, fmt.Sprintf("%s: %v", o.Service, err))
-			continue
+	type result struct {
+		res *api.ConfigImported
+		err error
+	}
+	for from := 0; from < len(s.owners); {
+		to := from + 1
+		for to < len(s.owners) && s.owners[to].BesidePrevious {
+			to++
 		}
-		for _, p := range res.Documents {
-			taken[p] = true
+		group := s.owners[from:to]
+		out := make([]result, len(group))
+		var wg sync.WaitGroup
+		for i, o := range group {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				t0 := time.Now()
+				res, err := bus.Invoke(ctx, s.deps.NC, o.Import, req)
+				s.deps.Log.Info("configuration imported", "service", o.Service, "took", time.Since(t0).Round(time.Millisecond), "beside", len(group)-1, "err", err)
+				out[i] = result{res, err}
+			}()
 		}
-		if res.Message != "" {
-			failures = append(failures, fmt.Sprintf("%s: %s", o.Service, res.Message))
+		wg.Wait()
+		for i, o := range group {
+			res, err := out[i].res, out[i].err
+			if err != nil {
+				failures = append(failures, fmt.Sprintf("%s: %v", o.Service, err))
+				continue
+			}
+			for _, p := range res.Documents {
+				taken[p] = true
+			}
+			if res.Message != "" {
+				failures = append(failures, fmt.Sprintf("%s: %s", o.Service, res.Message))
+			}
 		}
+		from = to
 	}
 	return taken, failures
+}
+
+// restoreID names one restore in its owners' imports and in the
+// config.restored event that ends it.
+func restoreID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// restored publishes the end of restore id: the owners that held work
+// for it (api.ConfigDocuments.Restore) do it now.
+func (s *Service) restored(ctx context.Context, id string, ok bool) {
+	o := api.OriginOf(ctx)
+	bus.NewPublisher(s.deps.NC, Name, s.deps.Log).Publish(event.ConfigRestored,
+		&pb.Request{Caller: o.Caller, By: o.By, RequestID: o.RequestID}, event.RestoreEnd{Restore: id, OK: ok})
 }
 
 // restore brings an archive's documents in through their owners.
@@ -386,10 +430,14 @@ func (s *Service) restore(ctx context.Context, in *api.RestoreRequest) (*api.Res
 	}()
 	var taken map[string]bool
 	var failures []string
+	id := restoreID()
+	// However it ends, the owners holding work for this restore are told.
+	defer func() { s.restored(ctx, id, len(failures) == 0) }()
 	req, err := s.request(ctx, docs)
 	if err != nil {
 		failures = append(failures, "the archive's documents could not be read back: "+err.Error())
 	} else {
+		req.Restore = id
 		taken, failures = s.importAll(ctx, req)
 	}
 	imported := time.Since(start)
@@ -419,6 +467,7 @@ func (s *Service) restore(ctx context.Context, in *api.RestoreRequest) (*api.Res
 		if err != nil {
 			backErr = append(backErr, err.Error())
 		} else {
+			req.Restore = id
 			_, backErr = s.importAll(bctx, req)
 		}
 		next := fmt.Sprintf("nothing was changed: the configuration before the restore (version %d) was brought back", undo.ID)

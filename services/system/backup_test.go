@@ -13,12 +13,17 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"routerd.dev/proto/api"
+	"routerd.dev/proto/event"
+	"routerd.dev/services/system"
+	"routerd.dev/shared/bus"
 	"routerd.dev/shared/testenv"
 )
 
@@ -283,4 +288,154 @@ func sameSet(got []string, want ...string) bool {
 		}
 	}
 	return true
+}
+
+// meeting is where the fake owners' imports wait for each other: met is
+// closed once two are in flight at once (a new one for each round).
+type meeting struct {
+	mu     sync.Mutex
+	in     int
+	met    chan struct{}
+	closed bool
+}
+
+// arrive says whether another import came beside this one within 5 s.
+func (m *meeting) arrive() bool {
+	m.mu.Lock()
+	if m.in == 0 {
+		m.met, m.closed = make(chan struct{}), false
+	}
+	m.in++
+	met := m.met
+	if m.in >= 2 && !m.closed {
+		close(met)
+		m.closed = true
+	}
+	m.mu.Unlock()
+	select {
+	case <-met:
+		return true
+	case <-time.After(5 * time.Second):
+		return false
+	}
+}
+
+func (m *meeting) leave() {
+	m.mu.Lock()
+	m.in--
+	m.mu.Unlock()
+}
+
+// fakeOwner owns etc/<name>.json on the bus. Its import notes the restore
+// it is part of and waits, up to 5 s, for another fake owner's import to
+// be in flight beside it, refusing (a message) when none came or when the
+// document holds "refuse".
+type fakeOwner struct {
+	name string
+	op   api.ConfigOwner
+	meet *meeting
+	mu   sync.Mutex
+	seen []string // ConfigDocuments.Restore of each import
+}
+
+func newFakeOwner(name string, beside bool, meet *meeting) *fakeOwner {
+	return &fakeOwner{name: name, meet: meet, op: api.ConfigOwner{Service: name, BesidePrevious: beside,
+		Export: api.Define[api.None, api.ConfigDocuments](api.Meta{Service: name, Name: "config.export", Read: true, Timeout: 10 * time.Second}),
+		Import: api.Define[api.ConfigDocuments, api.ConfigImported](api.Meta{Service: name, Name: "config.import", Timeout: 10 * time.Second}),
+	}}
+}
+
+func (f *fakeOwner) path() string { return "etc/" + f.name + ".json" }
+
+func (f *fakeOwner) run(ctx context.Context, r *rig) {
+	go bus.Run(ctx, r.env.NC, bus.ServiceConfig{Name: f.name, Version: "0.0.0", Log: testenv.Log(r.t), Endpoints: []bus.Endpoint{
+		bus.Bind(f.op.Export, func(context.Context, *api.None) (*api.ConfigDocuments, error) {
+			return &api.ConfigDocuments{Documents: map[string]string{f.path(): "{}\n"}}, nil
+		}),
+		bus.Bind(f.op.Import, func(_ context.Context, in *api.ConfigDocuments) (*api.ConfigImported, error) {
+			f.mu.Lock()
+			f.seen = append(f.seen, in.Restore)
+			f.mu.Unlock()
+			both := f.meet.arrive()
+			defer f.meet.leave()
+			out := &api.ConfigImported{Documents: []string{f.path()}}
+			switch {
+			case !both:
+				out.Message = f.name + " imported alone"
+			case strings.Contains(in.Documents[f.path()], "refuse"):
+				out.Message = f.name + " refused by the test"
+			}
+			return out, nil
+		}),
+	}})
+}
+
+func (f *fakeOwner) restores() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.seen...)
+}
+
+// TestRestoreOwnersBeside: owners marked BesidePrevious import at the same
+// time as the one before them (each fake owner refuses unless the other's
+// import is in flight beside it), every import of one restore carries
+// the same restore id, and the config.restored event with that id ends
+// it: ok after a restore brought in, not ok after one rolled back (whose
+// rollback imports carry the id too).
+func TestRestoreOwnersBeside(t *testing.T) {
+	meet := &meeting{}
+	a, b := newFakeOwner("fakea", false, meet), newFakeOwner("fakeb", true, meet)
+	r := newRig(t, false, func(d *system.Deps) { d.Owners = append(d.Owners, a.op, b.op) })
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	a.run(ctx, r)
+	b.run(ctx, r)
+	wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
+	defer wcancel()
+	if missing := bus.WaitUp(wctx, r.env.NC, a.name, b.name); missing != nil {
+		t.Fatalf("not up: %v", missing)
+	}
+	ends := make(chan event.RestoreEnd, 4)
+	sub, err := r.env.NC.Subscribe(event.Subject("system", event.ConfigRestored), func(m *nats.Msg) {
+		var ev event.Event
+		var end event.RestoreEnd
+		if json.Unmarshal(m.Data, &ev) == nil && json.Unmarshal(ev.Data, &end) == nil {
+			ends <- end
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	end := func() event.RestoreEnd {
+		t.Helper()
+		select {
+		case e := <-ends:
+			return e
+		case <-time.After(10 * time.Second):
+			t.Fatal("no config.restored event")
+		}
+		return event.RestoreEnd{}
+	}
+
+	st, m := r.do("POST", "/restore", map[string]any{"file": archiveOf(t, map[string]string{
+		"etc/plans.json": `{"plans": []}`, a.path(): "{}", b.path(): "{}"})})
+	if st != 200 || !sameSet(strs(m["documents"]), "etc/plans.json", a.path(), b.path()) {
+		t.Fatalf("restore: %d %v", st, m)
+	}
+	e := end()
+	if ra, rb := a.restores(), b.restores(); len(ra) != 1 || len(rb) != 1 || ra[0] == "" || ra[0] != rb[0] || e.Restore != ra[0] || !e.OK {
+		t.Fatalf("restore ids: %v %v, event %+v", ra, rb, e)
+	}
+
+	st, m = r.do("POST", "/restore", map[string]any{"file": archiveOf(t, map[string]string{
+		"etc/plans.json": `{"plans": []}`, a.path(): "{}", b.path(): `{"refuse": true}`})})
+	if st != 500 || m["rolled_back"] != true || !strings.Contains(fmt.Sprint(m["detail"]), "fakeb refused by the test") {
+		t.Fatalf("refused restore: %d %v", st, m)
+	}
+	e = end()
+	ra, rb := a.restores(), b.restores()
+	if len(ra) != 3 || len(rb) != 3 || ra[1] == ra[0] || ra[1] != ra[2] || rb[1] != ra[1] || rb[2] != ra[1] || e.Restore != ra[1] || e.OK {
+		t.Fatalf("restore ids of the refused restore and its rollback: %v %v, event %+v", ra, rb, e)
+	}
 }
