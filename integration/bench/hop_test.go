@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"routerd.dev/gateway"
 	"routerd.dev/proto/api"
 	pb "routerd.dev/proto/bus"
@@ -63,6 +65,8 @@ func echoWait(ctx context.Context, r *echoReq) (*echoAnswer, error) {
 // The -wait300 forms are the same with a domain method (and, for
 // http-only, a handler) that waits 300 µs, as a change waits for etcd:
 // what the hops add once the machine has gone idle meanwhile.
+// nats-only and http-nats-raw are the design's floors: a bare core NATS
+// request and reply, and a bare net/http handler making that request.
 func BenchmarkHop(b *testing.B) {
 	nc := testenv.NATS(b)
 	eps := map[bool]bus.Endpoint{false: bus.Bind(echoOp, echo), true: bus.Bind(echoWaitOp, echoWait)}
@@ -85,13 +89,52 @@ func BenchmarkHop(b *testing.B) {
 	go func() { defer wg.Done(); _ = gw.Serve(ctx, l) }()
 	b.Cleanup(func() { cancel(); wg.Wait() })
 	body := `{"name":"gold","n":500}`
+	// The floors of the design: a bare NATS request and reply on the same
+	// in-process connection (a core subscription, no envelope, no adapter,
+	// no micro), and a bare net/http handler that makes that request (the
+	// least a gateway onto NATS can do). What the gateway and the bus add
+	// beyond these is this code's; these themselves are the machine's.
+	answer := []byte("{\n    \"ok\": true\n}\n")
+	for subject, waits := range map[string]bool{"bench.raw": false, "bench.rawwait": true} {
+		sub, err := nc.Subscribe(subject, func(m *nats.Msg) {
+			if waits {
+				wait()
+			}
+			_ = m.Respond(answer)
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = sub.Unsubscribe() })
+	}
+	// Requests wait on one synchronous inbox subscription: nats.go's own
+	// Request hands each answer through a request-mux goroutine that the
+	// bus's calls do not have, which would not be a floor.
+	inbox := nats.NewInbox()
+	replies, err := nc.SubscribeSync(inbox)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var rawMu sync.Mutex
+	rawRequest := func(subject string, data []byte) (*nats.Msg, error) {
+		rawMu.Lock()
+		defer rawMu.Unlock()
+		if err := nc.PublishRequest(subject, inbox, data); err != nil {
+			return nil, err
+		}
+		return replies.NextMsg(5 * time.Second)
+	}
 	for _, waits := range []bool{false, true} {
 		op, ep, path, suffix := echoOp, eps[false], "/echo", ""
 		if waits {
 			op, ep, path, suffix = echoWaitOp, eps[true], "/echo-wait", "-wait300"
 		}
 		url := "http://" + l.Addr().String() + path
-		for _, mode := range []string{"direct", "bus", "gateway", "gateway-raw", "http-only", "http-only-raw"} {
+		rawSubject := "bench.raw"
+		if waits {
+			rawSubject = "bench.rawwait"
+		}
+		for _, mode := range []string{"direct", "bus", "gateway", "gateway-raw", "http-only", "http-only-raw", "nats-only", "http-nats-raw"} {
 			b.Run(mode+suffix, func(b *testing.B) {
 				var lat latencies
 				var raw net.Listener
@@ -113,6 +156,21 @@ func BenchmarkHop(b *testing.B) {
 					}
 				} else if mode == "gateway-raw" {
 					rc = newRawClient(b, url)
+				} else if mode == "http-nats-raw" {
+					// The floor of a gateway onto NATS: read, request, write.
+					raw, _ = net.Listen("tcp", "127.0.0.1:0")
+					go http.Serve(raw, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+						in, _ := io.ReadAll(r.Body)
+						m, err := rawRequest(rawSubject, in)
+						if err != nil {
+							http.Error(w, err.Error(), http.StatusServiceUnavailable)
+							return
+						}
+						w.Header().Set("Content-Type", "application/json")
+						_, _ = w.Write(m.Data)
+					}))
+					defer raw.Close()
+					rc = newRawClient(b, "http://"+raw.Addr().String())
 				}
 				for i := 0; i < b.N; i++ {
 					lat.time(func() {
@@ -127,8 +185,12 @@ func BenchmarkHop(b *testing.B) {
 							}
 						case "gateway":
 							post(b, url, body)
-						case "gateway-raw", "http-only-raw":
+						case "gateway-raw", "http-only-raw", "http-nats-raw":
 							rc.do(b, "POST", path, body)
+						case "nats-only":
+							if _, err := rawRequest(rawSubject, []byte(body)); err != nil {
+								b.Fatal(err)
+							}
 						default:
 							post(b, "http://"+raw.Addr().String()+path, body)
 						}
