@@ -106,7 +106,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		refuseLarge(w, r)
 		return
 	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, MaxBody+1))
+	body, err := readBody(r)
 	if err != nil {
 		writeError(w, apierr.BadRequest("cannot read request body: %v", err))
 		return
@@ -118,6 +118,24 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx := context.WithValue(r.Context(), bodyKey{}, body)
 	ctx = context.WithValue(ctx, callerKey{}, caller)
 	g.mux.ServeHTTP(w, r.WithContext(ctx))
+}
+
+// readBody reads a body of at most MaxBody+1 bytes: one allocation of
+// its declared length when it has one (io.ReadAll's growing buffer was a
+// fifth of the gateway's own work for a small body), none when it is
+// empty.
+func readBody(r *http.Request) ([]byte, error) {
+	switch {
+	case r.ContentLength == 0 || r.Body == nil || r.Body == http.NoBody:
+		return nil, nil
+	case r.ContentLength > 0 && r.ContentLength <= MaxBody:
+		body := make([]byte, r.ContentLength)
+		if _, err := io.ReadFull(r.Body, body); err != nil {
+			return nil, err
+		}
+		return body, nil
+	}
+	return io.ReadAll(io.LimitReader(r.Body, MaxBody+1))
 }
 
 type bodyKey struct{}

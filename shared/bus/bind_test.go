@@ -193,7 +193,7 @@ func TestExpiredRequestIsShed(t *testing.T) {
 		ran.Store(true)
 		return in, nil
 	}))
-	data, _ := json.Marshal(&pb.Request{Method: "GET", Args: json.RawMessage(`{"name":"a"}`)})
+	data, _ := (&pb.Request{Method: "GET", Args: json.RawMessage(`{"name":"a"}`)}).MarshalBinary()
 	msg := &nats.Msg{Subject: thingsGet.Subject(), Data: data, Header: nats.Header{}}
 	msg.Header.Set(bus.DeadlineHeader, strconv.FormatInt(time.Now().Add(-time.Second).UnixMilli(), 10))
 	resp, err := nc.RequestMsg(msg, 5*time.Second)

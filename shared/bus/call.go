@@ -90,7 +90,7 @@ type sent struct {
 
 func send(ctx context.Context, nc *nats.Conn, subject string, req *pb.Request) *sent {
 	s := &sent{ctx: ctx, nc: nc, subject: subject}
-	data, err := json.Marshal(req)
+	data, err := req.MarshalBinary()
 	if err != nil {
 		s.failed = fmt.Errorf("bus: encode request: %w", err)
 		return s

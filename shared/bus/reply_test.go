@@ -2,7 +2,6 @@ package bus_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"sync"
@@ -23,7 +22,7 @@ func echoResponder(t *testing.T, nc *nats.Conn, subject string, delay func(data 
 	t.Helper()
 	sub, err := nc.Subscribe(subject, func(m *nats.Msg) {
 		var req pb.Request
-		_ = json.Unmarshal(m.Data, &req)
+		_ = req.UnmarshalBinary(m.Data)
 		arg := string(req.Args)
 		go func() {
 			time.Sleep(delay(arg))

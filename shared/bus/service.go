@@ -147,7 +147,7 @@ func (w *worker) handle(r micro.Request, ep Endpoint) {
 			return
 		}
 	}
-	if err := json.Unmarshal(data, &req); err != nil {
+	if err := req.UnmarshalBinary(data); err != nil {
 		w.respond(r, ep.Subject, &req, 0, nil, apierr.BadRequest("malformed request envelope"))
 		return
 	}
