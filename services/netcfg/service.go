@@ -72,6 +72,8 @@ type Service struct {
 	diag *netlink.Handle
 	// bt is the reconcile's batch socket in the namespace.
 	bt *link.Batcher
+	// links is GET /status's interface count, reused for a second.
+	links linkCount
 }
 
 // New builds the service with a netlink handle in the target namespace.
