@@ -15,6 +15,7 @@ import (
 	"runtime"
 	"runtime/metrics"
 	"runtime/pprof"
+	"runtime/trace"
 	"sort"
 	"strconv"
 	"strings"
@@ -488,7 +489,7 @@ func (p peak) max(q peak) peak {
 // is written to that path with the phase's name appended; with
 // ROUTERD_BENCH_CPUPROFILE set, the CPU profile of the phase alone (the
 // whole benchmark's -cpuprofile is mostly the clients' loading), not
-// with -cpuprofile.
+// with -cpuprofile; with ROUTERD_BENCH_TRACE, its execution trace.
 func measurePeak(phase string, f func()) peak {
 	profile := os.Getenv("ROUTERD_BENCH_HEAPPROFILE")
 	if cpu := os.Getenv("ROUTERD_BENCH_CPUPROFILE"); cpu != "" {
@@ -508,6 +509,14 @@ func measurePeak(phase string, f func()) peak {
 		}
 		allocs("before")
 		defer allocs("after")
+	}
+	if tr := os.Getenv("ROUTERD_BENCH_TRACE"); tr != "" {
+		if out, err := os.Create(tr + "." + phase); err == nil {
+			defer out.Close()
+			if trace.Start(out) == nil {
+				defer trace.Stop()
+			}
+		}
 	}
 	var written time.Time
 	var m runtime.MemStats

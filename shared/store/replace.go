@@ -361,11 +361,24 @@ func (r *Replace) sweep() error {
 // is all. Otherwise the second pass gives every pair to Put and Close
 // deletes the stored keys left out. open gives the document afresh for
 // each pass; each reads one pass of it (pass 1 or 2) and hands every pair
-// to put. fail wraps a failure of the store's writes (a Put or Close),
-// after which part of the document may be written.
+// to put. When nothing is stored under the prefixes (a router emptied of
+// them, new hardware) there is nothing to compare with: put is nil on
+// the first pass, which only checks (the pairs need not be made), and the
+// second follows. fail wraps a failure of the store's writes (a Put or
+// Close), after which part of the document may be written.
 func (r *Replace) Sync(open func() (io.ReadCloser, error), each func(doc io.Reader, pass int, put func(key, value string) error) error, fail func(error) error) (ReplaceResult, error) {
+	empty, err := r.none()
+	if err != nil {
+		return ReplaceResult{}, err
+	}
 	read := make(chan error, 1)
-	go func() { read <- r.Read() }()
+	want := func(k, v string) error { r.Want(k, v); return nil }
+	if empty {
+		read <- nil
+		want = nil
+	} else {
+		go func() { read <- r.Read() }()
+	}
 	run := func(pass int, put func(key, value string) error) error {
 		doc, err := open()
 		if err != nil {
@@ -374,11 +387,11 @@ func (r *Replace) Sync(open func() (io.ReadCloser, error), each func(doc io.Read
 		defer doc.Close()
 		return each(doc, pass, put)
 	}
-	err := run(1, func(k, v string) error { r.Want(k, v); return nil })
+	err = run(1, want)
 	if rerr := <-read; err == nil && rerr != nil {
 		err = rerr
 	}
-	if err == nil && !r.Same() {
+	if err == nil && (empty || !r.Same()) {
 		err = run(2, func(k, v string) error {
 			if err := r.Put(k, v); err != nil {
 				return fail(err)
@@ -395,6 +408,32 @@ func (r *Replace) Sync(open func() (io.ReadCloser, error), each func(doc io.Read
 		return res, fail(err)
 	}
 	return res, nil
+}
+
+// none says whether no key is stored under the prefixes; then r is as
+// Read would leave it (nothing stored, as of that revision). A read
+// limited to one key still counts the range (100,000 keys: about 20 ms),
+// so it stops at the first prefix holding any.
+func (r *Replace) none() (bool, error) {
+	var rev int64
+	for _, p := range r.prefixes {
+		opts := []clientv3.OpOption{clientv3.WithRange(clientv3.GetPrefixRangeEnd(p)), clientv3.WithLimit(1), clientv3.WithKeysOnly()}
+		if rev != 0 {
+			opts = append(opts, clientv3.WithRev(rev))
+		}
+		resp, err := r.st.cli.Get(r.ctx, p, opts...)
+		if err != nil {
+			return false, fmt.Errorf("store: reading %s: %w", p, err)
+		}
+		if len(resp.Kvs) > 0 {
+			return false, nil
+		}
+		if rev == 0 {
+			rev = resp.Header.Revision
+		}
+	}
+	r.rev, r.read = rev, true
+	return true, nil
 }
 
 // Abort stops the writers without writing what is queued or deleting

@@ -246,7 +246,10 @@ func TestReplaceFenced(t *testing.T) {
 
 // TestReplaceSync: a document refused on its first pass writes nothing;
 // the same document as stored is read once and writes nothing; another
-// is read twice and written, the keys it leaves out deleted.
+// is read twice and written, the keys it leaves out deleted. Under
+// prefixes holding nothing, the first pass only checks (put is nil): a
+// document refused there still writes nothing, another is written whole,
+// and an empty one writes nothing.
 func TestReplaceSync(t *testing.T) {
 	env := testenv.Start(t)
 	ctx := context.Background()
@@ -259,13 +262,23 @@ func TestReplaceSync(t *testing.T) {
 			return io.NopCloser(strings.NewReader(strings.Join(pairs, "\n"))), nil
 		}, &opened
 	}
+	checkOnly := 0 // first passes given no put
 	each := func(refuse string) func(io.Reader, int, func(k, v string) error) error {
-		return func(r io.Reader, _ int, put func(k, v string) error) error {
+		return func(r io.Reader, pass int, put func(k, v string) error) error {
+			if put == nil {
+				if pass != 1 {
+					t.Errorf("no put on pass %d", pass)
+				}
+				checkOnly++
+			}
 			sc := bufio.NewScanner(r)
 			for sc.Scan() {
 				k, v, _ := strings.Cut(sc.Text(), "=")
 				if k == refuse {
 					return fmt.Errorf("%s refused", k)
+				}
+				if put == nil {
+					continue
 				}
 				if err := put(prefix+k, v); err != nil {
 					return err
@@ -311,5 +324,33 @@ func TestReplaceSync(t *testing.T) {
 	}
 	if got := stored(); len(got) != 2 || got["y"] != "2" || got["z"] != "3" {
 		t.Fatalf("after another document: %v", got)
+	}
+	if checkOnly != 0 {
+		t.Fatalf("%d first passes without put while keys were stored", checkOnly)
+	}
+
+	// Nothing stored under the prefixes (two of them, both empty).
+	empty, other := s.Key("e")+"/", s.Key("f")+"/"
+	prefix = empty
+	open, opened = doc("p=1", "bad=2")
+	if _, err := s.Replace(ctx, empty, other).Sync(open, each("bad"), fail); err == nil || !strings.Contains(err.Error(), "bad refused") || *opened != 1 || checkOnly != 1 {
+		t.Fatalf("refused document into nothing: opened %d, check-only passes %d, %v", *opened, checkOnly, err)
+	}
+	if got := stored(); len(got) != 0 {
+		t.Fatalf("a refused document into nothing wrote %v", got)
+	}
+	open, opened = doc("p=1", "q=2")
+	res, err = s.Replace(ctx, empty, other).Sync(open, each(""), fail)
+	if err != nil || *opened != 2 || checkOnly != 2 || res.Written != 2 || res.Deleted != 0 || res.Unchanged != 0 || res.Revision == 0 {
+		t.Fatalf("document into nothing: opened %d, check-only passes %d, %+v, %v", *opened, checkOnly, res, err)
+	}
+	if got := stored(); len(got) != 2 || got["p"] != "1" || got["q"] != "2" {
+		t.Fatalf("after a document into nothing: %v", got)
+	}
+	prefix = other
+	open, opened = doc()
+	res, err = s.Replace(ctx, other).Sync(open, each(""), fail)
+	if err != nil || checkOnly != 3 || res != (store.ReplaceResult{}) || len(stored()) != 0 {
+		t.Fatalf("empty document into nothing: opened %d, %+v, %v, %v", *opened, res, err, stored())
 	}
 }

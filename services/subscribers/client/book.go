@@ -182,17 +182,35 @@ func (b *Book) indexes(c *api.Client) map[string]string {
 	if c == nil {
 		return nil
 	}
-	m := map[string]string{b.k.ip(c.IP): c.MAC, b.k.host(c.Hostname): c.MAC}
+	m := map[string]string{}
+	b.eachIndex(c, func(k, v string) error { m[k] = v; return nil })
+	return m
+}
+
+// eachIndex gives fn each index key of c with its value, as indexes
+// holds them, without a map (an import gives 400,000 of them to the
+// store), stopping at fn's first error.
+func (b *Book) eachIndex(c *api.Client, fn func(k, v string) error) error {
+	if err := fn(b.k.ip(c.IP), c.MAC); err != nil {
+		return err
+	}
+	if err := fn(b.k.host(c.Hostname), c.MAC); err != nil {
+		return err
+	}
 	if c.IPv6 != nil {
-		m[b.k.ipv6(*c.IPv6)] = c.MAC
+		if err := fn(b.k.ipv6(*c.IPv6), c.MAC); err != nil {
+			return err
+		}
 	}
 	if c.Plan != nil {
-		m[b.k.plan(*c.Plan, c.MAC)] = ""
+		if err := fn(b.k.plan(*c.Plan, c.MAC), ""); err != nil {
+			return err
+		}
 	}
 	if c.Network != nil {
-		m[b.k.net(*c.Network, c.MAC)] = ""
+		return fn(b.k.net(*c.Network, c.MAC), "")
 	}
-	return m
+	return nil
 }
 
 // errConflict is a commit whose conditions did not hold.

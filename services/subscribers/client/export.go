@@ -2,7 +2,6 @@ package client
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/maphash"
@@ -64,15 +63,23 @@ var hostnameRule = regexp.MustCompile(`^[A-Za-z0-9.-]{1,63}$`)
 // (8 bytes each; two different ones sharing a fingerprint, about one
 // chance in 10^9 at 100,000 clients, would be refused as a duplicate).
 func EachInDocument(r io.Reader, plans map[string]bool, fn func(c *api.Client) error) error {
+	return eachInDocument(r, plans, true, fn)
+}
+
+// eachInDocument is EachInDocument; without unique it leaves out the
+// check that no address or hostname is held twice (a second reading of a
+// document checked on its first: the fingerprints of 100,000 clients'
+// four unique values are a map of 400,000 entries).
+func eachInDocument(r io.Reader, plans map[string]bool, unique bool, fn func(c *api.Client) error) error {
 	seed := maphash.MakeSeed()
 	seen := map[uint64]int{}
 	i := 0
 	bad := func(f string, a ...any) error {
 		return apierr.Invalid("documents", "%s: client %d: %s", Document, i, fmt.Sprintf(f, a...))
 	}
-	err := docobj.Elements(r, map[string]func(*json.Decoder) error{"clients": func(dec *json.Decoder) error {
+	err := docobj.Elements(r, map[string]func([]byte) error{"clients": func(raw []byte) error {
 		var c api.Client
-		if err := dec.Decode(&c); err != nil {
+		if err := decodeClient(raw, &c); err != nil {
 			return err
 		}
 		i++
@@ -104,6 +111,9 @@ func EachInDocument(r io.Reader, plans map[string]bool, fn func(c *api.Client) e
 				return bad("unreadable expires %q", *c.Expires)
 			}
 		}
+		if !unique {
+			return fn(&c)
+		}
 		for _, u := range []string{"mac " + c.MAC, "ip " + c.IP, "ipv6 " + str(c.IPv6), "hostname " + strings.ToLower(c.Hostname)} {
 			if strings.HasSuffix(u, " ") {
 				continue
@@ -121,6 +131,88 @@ func EachInDocument(r io.Reader, plans map[string]bool, fn func(c *api.Client) e
 		return apierr.Invalid("documents", "%s does not parse: %v", Document, err).With("broken_data_files", []string{Document})
 	}
 	return err
+}
+
+// decodeClient decodes one client of the document as encoding/json
+// would (unknown fields refused), without reflection when every value is
+// a plain string, a boolean or null, as the document is written.
+func decodeClient(raw []byte, c *api.Client) error {
+	if docobj.Flat(raw, func(name, text []byte, kind byte) bool { return setClientField(c, name, text, kind) }) {
+		return nil
+	}
+	*c = api.Client{}
+	return docobj.Strict(raw, c)
+}
+
+// setClientField sets the field of c named name (its json name) as
+// encoding/json would from a string, true, false or null (kind as
+// docobj.Flat gives it): null leaves a string or a boolean as it is and
+// clears a pointer. It reports false for a name or a kind of value the
+// field does not take, for docobj.Strict to decode or refuse.
+func setClientField(c *api.Client, name, text []byte, kind byte) bool {
+	str := func(f *string) bool {
+		switch kind {
+		case '"':
+			*f = string(text)
+		case 'n':
+		default:
+			return false
+		}
+		return true
+	}
+	ptr := func(f **string) bool {
+		switch kind {
+		case '"':
+			s := string(text)
+			*f = &s
+		case 'n':
+			*f = nil
+		default:
+			return false
+		}
+		return true
+	}
+	flag := func(f *bool) bool {
+		switch kind {
+		case 't', 'f':
+			*f = kind == 't'
+		case 'n':
+		default:
+			return false
+		}
+		return true
+	}
+	switch string(name) {
+	case "mac":
+		return str(&c.MAC)
+	case "ip":
+		return str(&c.IP)
+	case "ipv6":
+		return ptr(&c.IPv6)
+	case "plan":
+		return ptr(&c.Plan)
+	case "suspended":
+		return flag(&c.Suspended)
+	case "auto_suspended":
+		return flag(&c.AutoSuspended)
+	case "expires":
+		return ptr(&c.Expires)
+	case "hostname":
+		return str(&c.Hostname)
+	case "network":
+		return ptr(&c.Network)
+	case "network6":
+		return ptr(&c.Network6)
+	case "iface":
+		return str(&c.Iface)
+	case "gateway":
+		return str(&c.Gateway)
+	case "comment":
+		return str(&c.Comment)
+	case "created":
+		return str(&c.Created)
+	}
+	return false
 }
 
 // Load stores clients (benchmarks seed a store with it) in transactions
@@ -152,11 +244,18 @@ func (b *Book) ImportDocument(ctx context.Context, open func() (io.ReadCloser, e
 	rp := b.d.St.Replace(ctx, b.k.clients(), b.d.St.Key("index")+"/")
 	n, done := 0, 0
 	res, err := rp.Sync(open, func(doc io.Reader, pass int, put func(k, v string) error) error {
-		check := plans
+		// The second pass reads the same document, checked on the first:
+		// only what makes the keys and values (normalised MAC and
+		// addresses) is done again.
+		check, unique := plans, true
 		if pass == 2 {
-			check = nil // checked on the first pass
+			check, unique = nil, false
 		}
-		return EachInDocument(doc, check, func(c *api.Client) error {
+		return eachInDocument(doc, check, unique, func(c *api.Client) error {
+			if put == nil { // nothing stored to compare with: a check only
+				n++
+				return nil
+			}
 			raw, err := jsonOf(c)
 			if err != nil {
 				return err
@@ -164,10 +263,8 @@ func (b *Book) ImportDocument(ctx context.Context, open func() (io.ReadCloser, e
 			if err := put(b.k.client(c.MAC), raw); err != nil {
 				return err
 			}
-			for k, v := range b.indexes(c) {
-				if err := put(k, v); err != nil {
-					return err
-				}
+			if err := b.eachIndex(c, put); err != nil {
+				return err
 			}
 			if pass == 1 {
 				n++
