@@ -22,7 +22,12 @@ func TestReplace(t *testing.T) {
 	env := testenv.Start(t)
 	ctx := context.Background()
 	s := store.New(env.KV, "r")
-	const n = 3 * store.MaxTxnOps
+	// This process runs the embedded member: transactions as large as it
+	// takes.
+	if store.TxnOps() != store.EmbeddedTxnOps {
+		t.Fatalf("TxnOps %d beside the embedded member, want %d", store.TxnOps(), store.EmbeddedTxnOps)
+	}
+	n := 3 * store.TxnOps()
 	put := func(k, v string) int64 {
 		t.Helper()
 		resp, err := env.KV.Put(ctx, k, v)
