@@ -209,7 +209,7 @@ func (s *Service) importReservations(ctx context.Context, open func() (io.ReadCl
 		return apierr.Internal(err.Error(), "%s: %d of its %d reservations given to the store, then it failed", ReservationsDocument, done, n)
 	})
 	s.d.Log.Info("reservations imported", "reservations", n, "unchanged", res.Unchanged, "written", res.Written,
-		"deleted", res.Deleted, "took", time.Since(t0).Round(time.Millisecond), "err", err)
+		"deleted", res.Deleted, "checked_in", res.Checked.Round(time.Millisecond), "took", time.Since(t0).Round(time.Millisecond), "err", err)
 	if err != nil || res.Revision == 0 {
 		return "", err // refused, failed, or nothing written: nothing for the engine to take
 	}

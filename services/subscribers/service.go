@@ -328,7 +328,7 @@ func (s *Service) importDocs(ctx context.Context, in *api.ConfigDocuments) (*api
 	t0 := time.Now()
 	n, res, err := s.clients.ImportDocument(ctx, open, names)
 	s.deps.Log.Info("clients imported", "clients", n, "unchanged_keys", res.Unchanged, "written", res.Written,
-		"deleted", res.Deleted, "took", time.Since(t0).Round(time.Millisecond), "err", err)
+		"deleted", res.Deleted, "checked_in", res.Checked.Round(time.Millisecond), "took", time.Since(t0).Round(time.Millisecond), "err", err)
 	if err != nil {
 		return nil, err
 	}

@@ -71,8 +71,14 @@ func TestNormalizeMAC(t *testing.T) {
 			t.Errorf("NormalizeMAC(%q) = %q, %v", in, got, err)
 		}
 	}
-	if _, err := NormalizeMAC("aa:bb"); err == nil {
-		t.Errorf("short MAC accepted")
+	for _, bad := range []string{"aa:bb", "AA:BB:CC:DD:EE:FG", "AA:BB:CC:DD:EE:F", "AA:BB:CC:DD:EE:FFF"} {
+		if got, err := NormalizeMAC(bad); err == nil {
+			t.Errorf("NormalizeMAC(%q) = %q, accepted", bad, got)
+		}
+	}
+	// Already canonical: returned as it is.
+	if got, err := NormalizeMAC("02:0A:FF:00:9B:C1"); err != nil || got != "02:0A:FF:00:9B:C1" {
+		t.Errorf("canonical MAC: %q %v", got, err)
 	}
 }
 

@@ -55,3 +55,32 @@ func TestDecodeClient(t *testing.T) {
 		}
 	}
 }
+
+// TestEachInDocumentRefuses: a document holding the same MAC (in another
+// form), address, IPv6 address or hostname (in another case) twice, or a
+// hostname the rule refuses, is refused naming what and the clients;
+// distinct ones pass.
+func TestEachInDocumentRefuses(t *testing.T) {
+	doc := func(clients ...string) string { return `{"clients": [` + strings.Join(clients, ",") + `]}` }
+	a := `{"mac":"02:00:00:00:00:01","ip":"10.0.0.1","ipv6":"2001:db8::1","hostname":"Cpe-1"}`
+	for _, c := range []struct{ doc, want string }{
+		{doc(a, `{"mac":"02-00-00-00-00-01","ip":"10.0.0.2","hostname":"cpe-2"}`), "mac 02:00:00:00:00:01 also held by client 1"},
+		{doc(a, `{"mac":"02:00:00:00:00:02","ip":"10.0.0.1","hostname":"cpe-2"}`), "ip 10.0.0.1 also held by client 1"},
+		{doc(a, `{"mac":"02:00:00:00:00:02","ip":"10.0.0.2","ipv6":"2001:db8:0::1","hostname":"cpe-2"}`), "ipv6 2001:db8::1 also held by client 1"},
+		{doc(a, `{"mac":"02:00:00:00:00:02","ip":"10.0.0.2","hostname":"CPE-1"}`), "hostname cpe-1 also held by client 1"},
+		{doc(a, `{"mac":"02:00:00:00:00:02","ip":"10.0.0.2","hostname":"cpe_2"}`), `invalid hostname "cpe_2"`},
+		{doc(a, `{"mac":"02:00:00:00:00:02","ip":"10.0.0.2","hostname":""}`), `invalid hostname ""`},
+		{doc(a, `{"mac":"02:00:00:00:00:02","ip":"10.0.0.2","hostname":"`+strings.Repeat("h", 64)+`"}`), "invalid hostname"},
+		{doc(a, `{"mac":"02:00:00:00:00:02","ip":"10.0.0.2","hostname":"cpé"}`), "invalid hostname"},
+		{doc(a, `{"mac":"02:00:00:00:00:02","ip":"10.0.0.2","hostname":"`+strings.Repeat("h", 63)+`"}`), ""},
+	} {
+		n := 0
+		err := EachInDocument(strings.NewReader(c.doc), nil, func(*api.Client) error { n++; return nil })
+		switch {
+		case c.want == "" && (err != nil || n != 2):
+			t.Errorf("%s: %d clients, %v", c.doc, n, err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("%s: %v, want %q", c.doc, err, c.want)
+		}
+	}
+}
