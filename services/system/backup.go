@@ -2,6 +2,7 @@ package system
 
 import (
 	"archive/tar"
+	"bufio"
 	"compress/gzip"
 	"context"
 	"crypto/rand"
@@ -160,23 +161,38 @@ func (s *Service) backup(ctx context.Context, _ *pb.Request) (int, any, error) {
 	}
 	// The archive is written into a pipe and put in the object store in
 	// chunks as it is made: never whole in memory, never one bus message.
+	// Put makes a chunk of each read of the pipe, and gzip writes a few
+	// hundred bytes at a time: unbuffered, an archive was thousands of
+	// tiny chunks (one of 7.8 KB several; the gateway, reading them while
+	// its client hung up, was left waiting for chunks its cancelled
+	// subscription would never deliver, and routerd's shutdown with it:
+	// e2e TestLabBackupRestore's flake). Buffered, each chunk is whole.
 	pr, pw := io.Pipe()
 	go func() {
-		pw.CloseWithError(writeArchive(pw, docs, snap, Manifest{Created: now.Format(time.RFC3339), RouterVersion: version.Version, Revision: rev}))
+		bw := bufio.NewWriterSize(pw, archiveChunk)
+		err := writeArchive(bw, docs, snap, Manifest{Created: now.Format(time.RFC3339), RouterVersion: version.Version, Revision: rev})
+		if err == nil {
+			err = bw.Flush()
+		}
+		pw.CloseWithError(err)
 	}()
 	object := name + "." + api.OriginOf(ctx).RequestID
-	info, err := obs.Put(ctx, jetstream.ObjectMeta{Name: object}, pr)
+	info, err := obs.Put(ctx, jetstream.ObjectMeta{Name: object, Opts: &jetstream.ObjectMetaOptions{ChunkSize: archiveChunk}}, pr)
 	pr.CloseWithError(io.ErrClosedPipe)
 	if err != nil {
 		return 0, nil, apierr.Internal(err.Error(), "backup failed")
 	}
-	s.deps.Log.Info("backup archive made", "object", object, "bytes", info.Size, "documents", len(docs), "revision", rev,
+	s.deps.Log.Info("backup archive made", "object", object, "bytes", info.Size, "chunks", info.Chunks, "documents", len(docs), "revision", rev,
 		"gathered_in", gathered.Round(time.Millisecond), "took", time.Since(start).Round(time.Millisecond))
 	return 200, bus.Raw{ContentType: "application/gzip", Headers: map[string]string{
 		"Content-Disposition":   `attachment; filename="` + name + `"`,
 		api.ArchiveObjectHeader: api.ArchiveBucket + "/" + object,
 	}}, nil
 }
+
+// archiveChunk is the size of an archive's chunks in the object store
+// (the object store's default).
+const archiveChunk = 128 << 10
 
 // archiveStore is the object store archives travel through; objects left
 // behind (a gateway that died before fetching one) expire.

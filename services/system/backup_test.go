@@ -21,6 +21,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"routerd.dev/proto/api"
+	pb "routerd.dev/proto/bus"
 	"routerd.dev/proto/event"
 	"routerd.dev/services/system"
 	"routerd.dev/shared/bus"
@@ -437,5 +438,42 @@ func TestRestoreOwnersBeside(t *testing.T) {
 	ra, rb := a.restores(), b.restores()
 	if len(ra) != 3 || len(rb) != 3 || ra[1] == ra[0] || ra[1] != ra[2] || rb[1] != ra[1] || rb[2] != ra[1] || e.Restore != ra[1] || e.OK {
 		t.Fatalf("restore ids of the refused restore and its rollback: %v %v, event %+v", ra, rb, e)
+	}
+}
+
+// TestBackupChunks: the archive is put in the object store in whole
+// chunks of 128 KiB (the last one shorter), not one per write of gzip
+// (a few hundred bytes each); the object a backup leaves for the gateway
+// is read here, without one.
+func TestBackupChunks(t *testing.T) {
+	r := newRig(t, false)
+	plan(t, r, "gold", 500)
+	junk := make([]byte, 1<<20)
+	for i := 0; i < 2; i++ {
+		rand.Read(junk) // incompressible: a snapshot of 2 MiB and more
+		if _, err := r.env.KV.Put(context.Background(), fmt.Sprintf("/router/test/junk/%d", i), string(junk)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rep, err := bus.CallOp(r.ctx, r.env.NC, api.BackupGet.Meta, &pb.Request{})
+	if err != nil || rep.Status != 200 {
+		t.Fatalf("backup: %+v %v", rep, err)
+	}
+	bucket, name, _ := strings.Cut(rep.Headers[api.ArchiveObjectHeader], "/")
+	js, _ := jetstream.New(r.env.NC)
+	obs, err := js.ObjectStore(context.Background(), bucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := obs.GetInfo(context.Background(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const chunk = 128 << 10
+	if want := (info.Size + chunk - 1) / chunk; info.Size < 2<<20 || uint64(info.Chunks) != want {
+		t.Errorf("archive of %d bytes in %d chunks, want %d", info.Size, info.Chunks, want)
+	}
+	if err := obs.Delete(context.Background(), name); err != nil {
+		t.Fatal(err)
 	}
 }
