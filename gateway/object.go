@@ -15,6 +15,9 @@ import (
 	"routerd.dev/shared/apierr"
 )
 
+// archiveSendLimit bounds how long one archive download may take.
+const archiveSendLimit = 10 * time.Minute
+
 // writeObject streams an answer that a service left in the JetStream object
 // store (api.ArchiveObjectHeader names bucket/object: an archive too large
 // for one bus message) to the client, chunk by chunk, then deletes it.
@@ -24,8 +27,19 @@ func (g *Gateway) writeObject(w http.ResponseWriter, r *http.Request, rep *pb.Re
 		writeError(w, apierr.Internal(ref, "service named an unknown object"))
 		return
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Minute)
+	// The object's reader blocks each read until its context's deadline
+	// (holding its lock, so Close cannot interrupt it), and a cancelled
+	// context drops its chunk subscription: with a deadline 10 minutes
+	// out, a client that hung up mid-download left the read waiting that
+	// long for chunks that never came, and held a graceful shutdown past
+	// its 10 s (TestLabBackupRestore, when it stopped reading early). So
+	// the context has no deadline (each read then waits at most the
+	// object store's API timeout, seconds, and sees the cancellation after
+	// it), and the 10 minutes are a timer that cancels it.
+	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
+	bound := time.AfterFunc(archiveSendLimit, cancel)
+	defer bound.Stop()
 	js, err := jetstream.New(g.cfg.NC)
 	if err != nil {
 		writeError(w, apierr.Internal(err.Error(), "archive not available"))
