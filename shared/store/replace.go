@@ -101,8 +101,8 @@ type Replace struct {
 	ops    []clientv3.Op
 	bytes  int
 	txnOps int // operations a transaction
-	work  chan []clientv3.Op
-	wg    sync.WaitGroup
+	work   chan []clientv3.Op
+	wg     sync.WaitGroup
 
 	mu  sync.Mutex
 	res ReplaceResult

@@ -9,7 +9,7 @@ import (
 func TestNormalizeMAC(t *testing.T) {
 	for in, want := range map[string]string{
 		"aa:bb:cc:dd:ee:ff": "AA:BB:CC:DD:EE:FF",
-		"aabbccddeeff": "AA:BB:CC:DD:EE:FF", "aabb.ccdd.eeff": "AA:BB:CC:DD:EE:FF", " 02:00:00:00:00:0a ": "02:00:00:00:00:0A",
+		"aabbccddeeff":      "AA:BB:CC:DD:EE:FF", "aabb.ccdd.eeff": "AA:BB:CC:DD:EE:FF", " 02:00:00:00:00:0a ": "02:00:00:00:00:0A",
 		"aa:bb:cc:dd:ee": "", "aa:bb:cc:dd:ee:fg": "", "": "", "10.0.0.1": "", "aabbccddeeff00": "",
 		"02:0A:FF:00:9B:C1": "02:0A:FF:00:9B:C1", "AA:BB:CC:DD:EE:FG": "", "AA:BB:CC:DD:EE:F:": "",
 	} {
