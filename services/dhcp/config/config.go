@@ -12,10 +12,11 @@ package config
 import (
 	"errors"
 	"fmt"
-	"net"
 	"net/netip"
 	"strings"
 	"time"
+
+	"routerd.dev/shared/mac"
 )
 
 // Defaults that the spec names; they live here and only here.
@@ -278,48 +279,9 @@ func (c Config) WithDefaults() Config {
 	return out
 }
 
-// NormalizeMAC accepts aa-bb-cc-dd-ee-ff, aabbccddeeff or AA:BB:CC:DD:EE:FF
-// and returns the stored form, upper-case with colons.
-func NormalizeMAC(s string) (string, error) {
-	if canonicalMAC(s) {
-		return s, nil
-	}
-	h := strings.Map(func(r rune) rune {
-		if r == ':' || r == '-' || r == '.' {
-			return -1
-		}
-		return r
-	}, strings.TrimSpace(s))
-	if len(h) != 12 {
-		return "", fmt.Errorf("invalid MAC %q", s)
-	}
-	hw, err := net.ParseMAC(h[0:2] + ":" + h[2:4] + ":" + h[4:6] + ":" + h[6:8] + ":" + h[8:10] + ":" + h[10:12])
-	if err != nil {
-		return "", fmt.Errorf("invalid MAC %q", s)
-	}
-	return strings.ToUpper(hw.String()), nil
-}
-
-// canonicalMAC reports whether s is already AA:BB:CC:DD:EE:FF (upper-case
-// hex, colons): NormalizeMAC returns it as it is, without building it
-// again (an import normalises every MAC of a document that holds them
-// so: 100,000 of them, twice).
-func canonicalMAC(s string) bool {
-	if len(s) != 17 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if i%3 == 2 {
-			if c != ':' {
-				return false
-			}
-		} else if !(c >= '0' && c <= '9' || c >= 'A' && c <= 'F') {
-			return false
-		}
-	}
-	return true
-}
+// NormalizeMAC returns the stored form of a MAC, upper-case with colons
+// (shared/mac: the subscribers' clients key by the same form).
+func NormalizeMAC(s string) (string, error) { return mac.Normalize(s) }
 
 // Validate checks the whole configuration (after defaults) and returns every
 // problem found, joined, so an operator sees all of them at once.

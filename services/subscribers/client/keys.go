@@ -19,11 +19,11 @@
 package client
 
 import (
-	"fmt"
 	"net/netip"
 	"strings"
 
 	"routerd.dev/services/subscribers/plan"
+	"routerd.dev/shared/mac"
 	"routerd.dev/shared/store"
 )
 
@@ -43,59 +43,9 @@ func (k keys) nets(n string) string {
 func (k keys) planOf(p string) string        { return k.st.Key("plans", p) }
 func (k keys) macOf(clientKey string) string { return strings.TrimPrefix(clientKey, k.clients()) }
 
-// macSeparators are the separators NormalizeMAC drops: one Replacer for
-// every call (building one per call cost more than the rest of a
-// restore's check of 100,000 clients).
-var macSeparators = strings.NewReplacer(":", "", "-", "", ".", "")
-
-// NormalizeMAC accepts aa:bb:cc:dd:ee:ff, aa-bb-cc-dd-ee-ff, aabbccddeeff
-// and aabb.ccdd.eeff in any case and returns AA:BB:CC:DD:EE:FF.
-func NormalizeMAC(s string) (string, error) {
-	if canonicalMAC(s) {
-		return s, nil
-	}
-	h := macSeparators.Replace(strings.TrimSpace(s))
-	if len(h) != 12 {
-		return "", fmt.Errorf("invalid MAC %q", s)
-	}
-	var b strings.Builder
-	for i := 0; i < 12; i++ {
-		c := h[i]
-		switch {
-		case c >= '0' && c <= '9', c >= 'A' && c <= 'F':
-		case c >= 'a' && c <= 'f':
-			c -= 'a' - 'A'
-		default:
-			return "", fmt.Errorf("invalid MAC %q", s)
-		}
-		if i > 0 && i%2 == 0 {
-			b.WriteByte(':')
-		}
-		b.WriteByte(c)
-	}
-	return b.String(), nil
-}
-
-// canonicalMAC reports whether s is already AA:BB:CC:DD:EE:FF (upper-case
-// hex, colons): NormalizeMAC returns it as it is, without building it
-// again (an import normalises every MAC of a document that holds them
-// so: 100,000 of them, twice).
-func canonicalMAC(s string) bool {
-	if len(s) != 17 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if i%3 == 2 {
-			if c != ':' {
-				return false
-			}
-		} else if !(c >= '0' && c <= '9' || c >= 'A' && c <= 'F') {
-			return false
-		}
-	}
-	return true
-}
+// NormalizeMAC returns the stored form of a MAC, AA:BB:CC:DD:EE:FF
+// (shared/mac: the dhcp service's reservations key by the same form).
+func NormalizeMAC(s string) (string, error) { return mac.Normalize(s) }
 
 // canon6 is the canonical text of an IPv6 address (the index key).
 func canon6(s string) (string, bool) {
