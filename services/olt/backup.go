@@ -152,7 +152,9 @@ func (s *Service) backupOne(ctx context.Context, t *target, timeout time.Duratio
 			info.Rev = last.Rev + 1
 		}
 		ik := s.indexPrefix(name) + revKey(info.Rev)
-		_, err = s.st.Txn().IfAbsent(ik).Put(ik, info).Put(s.dataKey(name, info.Rev), backupData{GZ: buf.Bytes()}).Commit(ctx)
+		txn := s.st.Txn().IfAbsent(ik).Put(ik, info).Put(s.dataKey(name, info.Rev), backupData{GZ: buf.Bytes()})
+		s.prune(txn, name, info.Rev)
+		_, err = txn.Commit(ctx)
 		if errors.Is(err, store.ErrConflict) {
 			continue // another replica stored this revision meanwhile
 		}
@@ -161,14 +163,16 @@ func (s *Service) backupOne(ctx context.Context, t *target, timeout time.Duratio
 		}
 		break
 	}
-	s.prune(ctx, name, info.Rev)
 	s.log.Info("olt backup", "olt", name, "rev", info.Rev, "lines", info.Lines, "bytes", info.Bytes, "stored_bytes", buf.Len(), "trigger", trigger)
 	done.OK, done.Changed, done.Rev, done.Lines, done.Bytes = true, true, info.Rev, info.Lines, info.Bytes
 	return done
 }
 
-// prune deletes revisions older than the newest keep.
-func (s *Service) prune(ctx context.Context, name string, newest int) {
+// prune adds to txn the deletion of the revisions older than the newest
+// keep, so that the new revision and the trim of the oldest commit
+// together: the history never holds more than keep, not even between
+// two writes (GET /olt/backups listed keep+1 in that gap).
+func (s *Service) prune(txn *store.Txn, name string, newest int) {
 	keep := s.deps.BackupKeep
 	if keep <= 0 {
 		keep = DefaultBackupKeep
@@ -179,11 +183,7 @@ func (s *Service) prune(ctx context.Context, name string, newest int) {
 	}
 	// Everything up to and including rev old, in both prefixes.
 	for _, p := range []string{"backup-index", "backup-data"} {
-		from := s.st.Key(p, name) + "/"
-		to := s.st.Key(p, name, revKey(old+1))
-		if _, err := s.st.Client().Delete(ctx, from, clientv3.WithRange(to)); err != nil {
-			s.log.Warn("olt backup: old revisions not deleted", "olt", name, "error", err)
-		}
+		txn.DeleteRange(s.st.Key(p, name)+"/", s.st.Key(p, name, revKey(old+1)))
 	}
 }
 

@@ -186,6 +186,14 @@ func (t *Txn) DeletePrefix(prefix string) *Txn {
 	return t
 }
 
+// DeleteRange removes every key from from up to, not including, to (one
+// operation): how a bounded history drops its oldest entries in the same
+// transaction that adds the newest.
+func (t *Txn) DeleteRange(from, to string) *Txn {
+	t.ops = append(t.ops, clientv3.OpDelete(from, clientv3.WithRange(to)))
+	return t
+}
+
 // Commit applies every write when every condition holds; otherwise it writes
 // nothing and returns ErrConflict, or ErrLockLost when the store is fenced
 // and its lock no longer holds. It returns the new store revision.
