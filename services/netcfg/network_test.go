@@ -467,10 +467,12 @@ func TestNetworkTimerWithoutEtcd(t *testing.T) {
 	if f := r.file("10-routerd-p1.network"); strings.Contains(f, "MTUBytes=9000") {
 		t.Errorf("files not rolled back:\n%s", f)
 	}
-	raw, _ := os.ReadFile(filepath.Join(state, "pending.json"))
-	if !strings.Contains(string(raw), `"local_done": true`) {
-		t.Errorf("disk copy not marked: %s", raw)
-	}
+	// The disk copy is marked after the kernel is put back (the MTU seen
+	// above): wait for it too, bounded.
+	testenv.WaitFor(t, 5*time.Second, "the disk copy marked rolled back locally", func() bool {
+		raw, _ := os.ReadFile(filepath.Join(state, "pending.json"))
+		return strings.Contains(string(raw), `"local_done": true`)
+	})
 	first.stop()
 
 	e2, err := store.StartEmbedded(ctx, store.EmbedConfig{Dir: dir})
