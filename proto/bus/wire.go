@@ -4,8 +4,9 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"maps"
 	"net/url"
-	"sort"
+	"slices"
 )
 
 // The request envelope travels on the bus in the protocol buffers wire
@@ -46,7 +47,7 @@ func (r *Request) AppendBinary(b []byte) ([]byte, error) {
 	b = appendString(b, fieldMethod, r.Method)
 	b = appendString(b, fieldPath, r.Path)
 	b = appendMap(b, fieldParams, r.Params)
-	for _, k := range sortedKeys(r.Query) {
+	for _, k := range slices.Sorted(maps.Keys(r.Query)) {
 		var e []byte
 		e = appendString(e, fieldKey, k)
 		for _, v := range r.Query[k] {
@@ -206,23 +207,11 @@ func appendBytes(b []byte, num int, v []byte) []byte {
 }
 
 func appendMap(b []byte, num int, m map[string]string) []byte {
-	for _, k := range sortedKeys(m) {
+	for _, k := range slices.Sorted(maps.Keys(m)) {
 		var e []byte
 		e = appendString(e, fieldKey, k)
 		e = appendString(e, fieldValue, m[k])
 		b = appendField(b, num, e)
 	}
 	return b
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	if len(m) == 0 {
-		return nil
-	}
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

@@ -115,7 +115,7 @@ type linkCount struct {
 func (c *linkCount) count(now time.Time, list func() (int, error)) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.at.IsZero() && now.Sub(c.at) < linkCountTTL && now.After(c.at) {
+	if age := now.Sub(c.at); !c.at.IsZero() && age >= 0 && age < linkCountTTL {
 		return c.n, nil
 	}
 	n, err := list()
