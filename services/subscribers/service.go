@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"sync"
@@ -146,6 +147,9 @@ func (s *Service) Run(ctx context.Context) error {
 		return err
 	}
 	defer sub.Unsubscribe()
+	if err := s.migrate(ctx); err != nil {
+		return err
+	}
 	go s.background(ctx)
 	err = bus.Run(ctx, s.deps.NC, bus.ServiceConfig{
 		Name: Name, Version: "1.0.0", Description: "MAC clients, plans and fibre services",
@@ -154,6 +158,29 @@ func (s *Service) Run(ctx context.Context) error {
 	})
 	s.events.Wait()
 	return err
+}
+
+// migrate rewrites the index keys of an earlier version before the
+// replica serves (a plan's users read from the old keys would let DELETE
+// /plans remove a plan in use), trying for a few seconds while etcd is
+// not there.
+func (s *Service) migrate(ctx context.Context) error {
+	var err error
+	for try := 0; try < 5; try++ {
+		var n int
+		if n, err = s.clients.MigrateIndex(ctx); err == nil {
+			if n > 0 {
+				s.deps.Log.Info("index keys of an earlier version rewritten", "clients", n)
+			}
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+	return fmt.Errorf("subscribers: index keys of an earlier version: %w", err)
 }
 
 func (s *Service) background(ctx context.Context) {

@@ -95,7 +95,7 @@ func TestPlans(t *testing.T) {
 
 	// A client on the plan blocks its deletion (the clients area writes
 	// the plan's index key with the client; the check reads those keys).
-	if _, err := env.KV.Put(context.Background(), "/router/subscribers/index/plan/gold/AA:BB:CC:DD:EE:01", ""); err != nil {
+	if _, err := env.KV.Put(context.Background(), "/router/subscribers/index/use/gold/10.0.0.0_24/AA:BB:CC:DD:EE:01", ""); err != nil {
 		t.Fatal(err)
 	}
 	status, m = call(t, env, api.PlansDelete.Subject(), "DELETE", map[string]string{"name": "gold"}, "{}")

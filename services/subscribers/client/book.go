@@ -202,15 +202,7 @@ func (b *Book) eachIndex(c *api.Client, fn func(k, v string) error) error {
 			return err
 		}
 	}
-	if c.Plan != nil {
-		if err := fn(b.k.plan(*c.Plan, c.MAC), ""); err != nil {
-			return err
-		}
-	}
-	if c.Network != nil {
-		return fn(b.k.net(*c.Network, c.MAC), "")
-	}
-	return nil
+	return fn(b.k.use(c), "")
 }
 
 // errConflict is a commit whose conditions did not hold.
@@ -800,23 +792,24 @@ func (b *Book) Get(ctx context.Context, in *api.ClientLookup) (*api.ClientAnswer
 }
 
 // Summary is the client counts of GET /status: the total and per network
-// from the index keys (counted, not read), online from the neighbour table.
+// from the index keys (counted, read keys only), online from the
+// neighbour table.
 func (b *Book) Summary(ctx context.Context, _ *api.None) (*api.ClientCounts, error) {
 	n, err := b.d.St.Count(ctx, b.k.clients())
 	if err != nil {
 		return nil, err
 	}
 	out := &api.ClientCounts{Total: n, PerNetwork: map[string]int64{}}
-	pfx := b.d.St.Key("index", "net") + "/"
 	if n > 0 {
-		// One keys-only read of the network index.
-		resp, err := b.d.St.Client().Get(ctx, pfx, clientv3.WithPrefix(), clientv3.WithKeysOnly())
+		// One keys-only read of the plan and network index.
+		resp, err := b.d.St.Client().Get(ctx, plan.UsesPrefix(b.d.St), clientv3.WithPrefix(), clientv3.WithKeysOnly())
 		if err != nil {
 			return nil, err
 		}
 		for _, kv := range resp.Kvs {
-			net, _, _ := strings.Cut(strings.TrimPrefix(string(kv.Key), pfx), "/")
-			out.PerNetwork[strings.ReplaceAll(net, "_", "/")]++
+			if _, net, _, ok := plan.ParseUse(b.d.St, string(kv.Key)); ok && net != plan.None {
+				out.PerNetwork[strings.ReplaceAll(net, "_", "/")]++
+			}
 		}
 		online, err := b.onlineCount(ctx)
 		if err != nil {

@@ -24,8 +24,7 @@ const reshapedBatch = 100
 // the events carry the request's origin. It returns how many were
 // published; a client deleted meanwhile is skipped.
 func (b *Book) Reshaped(ctx context.Context, p string) (int, error) {
-	pfx := b.k.plan(p, "")
-	resp, err := b.d.St.Client().Get(ctx, pfx, clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	resp, err := b.d.St.Client().Get(ctx, b.k.usesOf(p), clientv3.WithPrefix(), clientv3.WithKeysOnly())
 	if err != nil {
 		return 0, fmt.Errorf("clients of plan %s: %w", p, err)
 	}
@@ -35,7 +34,8 @@ func (b *Book) Reshaped(ctx context.Context, p string) (int, error) {
 	for i := 0; i < len(resp.Kvs); i += reshapedBatch {
 		var ops []clientv3.Op
 		for _, kv := range resp.Kvs[i:min(i+reshapedBatch, len(resp.Kvs))] {
-			ops = append(ops, clientv3.OpGet(b.k.client(strings.TrimPrefix(string(kv.Key), pfx))))
+			k := string(kv.Key)
+			ops = append(ops, clientv3.OpGet(b.k.client(k[strings.LastIndexByte(k, '/')+1:])))
 		}
 		tr, err := b.d.St.Client().Txn(ctx).Then(ops...).Commit()
 		if err != nil {

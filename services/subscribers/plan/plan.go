@@ -25,13 +25,48 @@ type Plan = api.Plan
 // TimeLayout is how timestamps are written in answers.
 const TimeLayout = "2006-01-02 15:04:05"
 
-// UserKey is the index key saying that the client mac uses plan p (written
-// by the clients area in the client's own transaction): a plan's users are
-// counted and listed from these keys, and DELETE /plans commits only while
-// none is under the plan's prefix.
-func UserKey(st *store.Store, p, mac string) string { return st.Key("index", "plan", p, mac) }
+// UseKey is the index key saying that the client mac uses plan p and sits
+// on network (written by the clients area in the client's own
+// transaction; None for no plan or no network, a / of the network
+// written _). A plan's users are counted and listed from the keys under
+// its prefix, DELETE /plans commits only while none is there, and the
+// per-network counts of GET /status come from one keys-only read of
+// them all. One key for both memberships rather than one each: a
+// restore onto new hardware writes every key, and etcd's apply is what
+// bounds it.
+func UseKey(st *store.Store, p, network, mac string) string {
+	if p == "" {
+		p = None
+	}
+	if network == "" {
+		network = None
+	}
+	return st.Key("index", "use", p, strings.ReplaceAll(network, "/", "_"), mac)
+}
 
-func usersPrefix(st *store.Store, p string) string { return st.Key("index", "plan", p) + "/" }
+// None stands for no plan or no network in a UseKey (no plan is named
+// so: names are letters, digits, _ and -).
+const None = "~"
+
+// UsesPrefix is the prefix of every UseKey.
+func UsesPrefix(st *store.Store) string { return st.Key("index", "use") + "/" }
+
+// ParseUse reads a UseKey's plan, network and MAC (the network as
+// written, with _ for /).
+func ParseUse(st *store.Store, key string) (p, network, mac string, ok bool) {
+	rest, ok := strings.CutPrefix(key, UsesPrefix(st))
+	if !ok {
+		return "", "", "", false
+	}
+	p, rest, ok1 := strings.Cut(rest, "/")
+	network, mac, ok2 := strings.Cut(rest, "/")
+	return p, network, mac, ok1 && ok2
+}
+
+func usersPrefix(st *store.Store, p string) string { return st.Key("index", "use", p) + "/" }
+
+// macOfUse is the MAC at the end of a UseKey.
+func macOfUse(key string) string { return key[strings.LastIndexByte(key, '/')+1:] }
 
 // Book is the plan store of the subscribers service.
 type Book struct {
@@ -240,7 +275,7 @@ func (b *Book) inUse(ctx context.Context, name string) error {
 	}
 	macs := make([]string, 0, len(resp.Kvs))
 	for _, kv := range resp.Kvs {
-		macs = append(macs, strings.TrimPrefix(string(kv.Key), pfx))
+		macs = append(macs, macOfUse(string(kv.Key)))
 	}
 	sort.Strings(macs)
 	return apierr.Conflict("plan %s is used by %d clients; move them to another plan first", name, len(macs)).With("clients", macs)
@@ -248,15 +283,13 @@ func (b *Book) inUse(ctx context.Context, name string) error {
 
 // users maps plan name to the MACs of the clients on it.
 func (b *Book) users(ctx context.Context) (map[string][]string, error) {
-	pfx := b.st.Key("index", "plan") + "/"
-	resp, err := b.st.Client().Get(ctx, pfx, clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	resp, err := b.st.Client().Get(ctx, UsesPrefix(b.st), clientv3.WithPrefix(), clientv3.WithKeysOnly())
 	if err != nil {
 		return nil, fmt.Errorf("plans: reading the plans' users: %w", err)
 	}
 	m := map[string][]string{}
 	for _, kv := range resp.Kvs {
-		name, mac, ok := strings.Cut(strings.TrimPrefix(string(kv.Key), pfx), "/")
-		if ok {
+		if name, _, mac, ok := ParseUse(b.st, string(kv.Key)); ok && name != None {
 			m[name] = append(m[name], mac)
 		}
 	}
