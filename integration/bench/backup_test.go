@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"routerd.dev/gateway"
@@ -39,7 +40,7 @@ import (
 )
 
 // BenchmarkBackupRestore: GET /backup and POST /restore of a router with
-// 10,000 and 100,000 MAC clients, through the gateway, with the real
+// 1,000, 10,000 and 100,000 MAC clients, through the gateway, with the real
 // subscribers, dhcp and system services: each client its own record in
 // the subscribers' keys (etc/clients.json: one key per client plus its
 // index keys, written through the client book as an import writes them)
@@ -69,7 +70,7 @@ func BenchmarkBackupRestore(b *testing.B) {
 	if os.Geteuid() != 0 {
 		b.Skip("needs root: the dhcp service serves an interface in a namespace")
 	}
-	for _, n := range []int{10000, 100000} {
+	for _, n := range []int{1000, 10000, 100000} {
 		b.Run(fmt.Sprintf("clients=%d", n), func(b *testing.B) { benchBackupRestore(b, n) })
 	}
 }
@@ -337,6 +338,10 @@ func benchBackupRestore(b *testing.B, n int) {
 	if !strings.Contains(outcome, "failed=0") || !strings.Contains(outcome, fmt.Sprintf("clients=%d", n)) {
 		b.Fatalf("the reconcile after the restore into the emptied router: %s", outcome)
 	}
+	floorS := storeFloor(b, ctx, env.KV,
+		"/router/"+subscribers.Name+"/clients/", "/router/"+subscribers.Name+"/index/", st.Key(dhcp.ResvPrefix))
+	b.ReportMetric(floorS, "store-floor-s")
+	b.ReportMetric(emptyS/floorS, "restore-empty-per-floor")
 	b.ReportMetric(emptyS, "restore-empty-s")
 	b.ReportMetric(emptyReconcileS, "reconcile-empty-s")
 	b.ReportMetric(emptyPeak.live/1e6, "restore-empty-peak-live-MB")
@@ -585,4 +590,65 @@ func residentBytes() uint64 {
 	}
 	pages, _ := strconv.ParseUint(f[1], 10, 64)
 	return pages * uint64(os.Getpagesize())
+}
+
+// storeFloor is the near-limit of the restore into the emptied router:
+// the keys it wrote under prefixes, read back, removed, and written again
+// by bare transactions of as many operations, as many in flight as
+// store.Replace keeps (no document read, nothing checked or compared),
+// into the same store with the same watcher (the DHCP engine following
+// its reservations). It returns the seconds the writes took.
+func storeFloor(b *testing.B, ctx context.Context, kv *clientv3.Client, prefixes ...string) float64 {
+	b.Helper()
+	var kvs []*mvccpb.KeyValue
+	var dels []clientv3.Op
+	for _, p := range prefixes {
+		g, err := kv.Get(ctx, p, clientv3.WithPrefix())
+		if err != nil {
+			b.Fatal(err)
+		}
+		kvs = append(kvs, g.Kvs...)
+		dels = append(dels, clientv3.OpDelete(p, clientv3.WithPrefix()))
+	}
+	if _, err := kv.Txn(ctx).Then(dels...).Commit(); err != nil {
+		b.Fatal(err)
+	}
+	per := store.TxnOps()
+	var batches [][]clientv3.Op
+	var ops []clientv3.Op
+	size := 0
+	for _, x := range kvs {
+		if len(ops) == per || size+len(x.Key)+len(x.Value) > store.MaxTxnBytes {
+			batches, ops, size = append(batches, ops), nil, 0
+		}
+		ops = append(ops, clientv3.OpPut(string(x.Key), string(x.Value)))
+		size += len(x.Key) + len(x.Value) + 16
+	}
+	batches = append(batches, ops)
+	work := make(chan []clientv3.Op)
+	var wg sync.WaitGroup
+	var failed atomic.Pointer[error]
+	t0 := time.Now()
+	for range max(store.ReplaceWorkers*store.MaxTxnOps/per, 2) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ops := range work {
+				if _, err := kv.Txn(ctx).Then(ops...).Commit(); err != nil {
+					failed.Store(&err)
+				}
+			}
+		}()
+	}
+	for _, ops := range batches {
+		work <- ops
+	}
+	close(work)
+	wg.Wait()
+	took := time.Since(t0).Seconds()
+	if e := failed.Load(); e != nil {
+		b.Fatal(*e)
+	}
+	b.Logf("near-limit: %d keys in %d transactions in %.2f s", len(kvs), len(batches), took)
+	return took
 }

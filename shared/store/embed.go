@@ -49,7 +49,7 @@ func StartEmbedded(ctx context.Context, c EmbedConfig) (*Embedded, error) {
 	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
 	// One member on one host. etcd keeps every raft entry since its last
 	// snapshot in memory, plus SnapshotCatchUpEntries for followers this
-	// member never has: a restore of 100,000 clients writes 600,000 keys,
+	// member never has: a restore of 100,000 clients wrote 600,000 keys (now 500,000),
 	// which in transactions of 100 operations at a snapshot every 10,000
 	// all stayed in the heap. A snapshot every 1,000 entries and 100 kept
 	// bound that to about 140,000 operations; with transactions of up to
