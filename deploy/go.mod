@@ -10,6 +10,7 @@ require (
 	routerd.dev/services/cgnat v0.0.0
 	routerd.dev/services/dhcp v0.0.0
 	routerd.dev/services/firewall v0.0.0
+	routerd.dev/services/graph v0.0.0
 	routerd.dev/services/netcfg v0.0.0
 	routerd.dev/services/routing v0.0.0
 	routerd.dev/services/shaper v0.0.0
@@ -104,6 +105,7 @@ replace (
 	routerd.dev/proto => ../proto
 	routerd.dev/services/dhcp => ../services/dhcp
 	routerd.dev/services/firewall => ../services/firewall
+	routerd.dev/services/graph => ../services/graph
 	routerd.dev/services/netcfg => ../services/netcfg
 	routerd.dev/services/routing => ../services/routing
 	routerd.dev/services/shaper => ../services/shaper

@@ -23,6 +23,7 @@ import (
 	"routerd.dev/services/cgnat"
 	"routerd.dev/services/dhcp"
 	"routerd.dev/services/firewall"
+	"routerd.dev/services/graph"
 	"routerd.dev/services/netcfg"
 	"routerd.dev/services/olt"
 	"routerd.dev/services/routing"
@@ -84,7 +85,7 @@ func Run(ctx context.Context, cfg config.Config, opt Options) error {
 	}
 
 	var kv *clientv3.Client
-	if cfg.Runs(subscribers.Name) || cfg.Runs(cgnat.Name) || cfg.Runs(netcfg.Name) || cfg.Runs(dhcp.Name) || cfg.Runs(olt.Name) || cfg.Runs(system.Name) || cfg.Runs(routing.Name) || cfg.Runs(firewall.Name) || cfg.Runs(shaper.Name) {
+	if cfg.Runs(subscribers.Name) || cfg.Runs(cgnat.Name) || cfg.Runs(netcfg.Name) || cfg.Runs(dhcp.Name) || cfg.Runs(olt.Name) || cfg.Runs(system.Name) || cfg.Runs(routing.Name) || cfg.Runs(firewall.Name) || cfg.Runs(shaper.Name) || cfg.Runs(graph.Name) {
 		if len(cfg.EtcdEndpoints) == 0 {
 			e, err := store.StartEmbedded(ctx, store.EmbedConfig{Dir: filepath.Join(cfg.StateDir, "etcd"), ClientAddr: cfg.EtcdListen})
 			if err != nil {
@@ -216,6 +217,17 @@ func Run(ctx context.Context, cfg config.Config, opt Options) error {
 			return err
 		}
 		run(cgnat.Name, svc.Run)
+	}
+	if cfg.Runs(graph.Name) {
+		// Its own handle on the target namespace: the SNMP agent listens
+		// in it and interface counters are read from it.
+		gns, err := netns.Open(cfg.Netns)
+		if err != nil {
+			return err
+		}
+		defer gns.Close()
+		svc := graph.New(graph.Deps{NC: nc, KV: kv, NS: gns, StateDir: filepath.Join(cfg.StateDir, "graph"), Log: log.With("service", graph.Name)})
+		run(graph.Name, svc.Run)
 	}
 	if cfg.Runs(system.Name) {
 		svc := system.New(system.Deps{NC: nc, KV: kv, StateDir: cfg.StateDir, Log: log.With("service", system.Name)})

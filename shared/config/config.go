@@ -17,7 +17,7 @@ import (
 )
 
 // Services is every service routerd can run, in start order.
-var Services = []string{"subscribers", "netcfg", "dhcp", "firewall", "shaper", "cgnat", "olt", "routing", "system", "gateway"}
+var Services = []string{"subscribers", "netcfg", "dhcp", "firewall", "shaper", "cgnat", "olt", "routing", "graph", "system", "gateway"}
 
 // Config is the whole configuration file.
 type Config struct {

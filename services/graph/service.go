@@ -1,0 +1,67 @@
+// Package graph is the service that watches the router's traffic for the
+// operator: the SNMP agent (GET and POST /snmp; the agent itself, v2c,
+// read-only) and the traffic graphs (/graph/*), with the samples they are
+// drawn from. It owns no kernel state: it reads counters (netlink, the
+// other services over the bus) and serves them.
+package graph
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"routerd.dev/shared/bus"
+	"routerd.dev/shared/netns"
+	"routerd.dev/shared/store"
+)
+
+// Name is the service's name on the bus and its etcd prefix.
+const Name = "graph"
+
+// Deps are what the service is built on.
+type Deps struct {
+	NC  *nats.Conn
+	KV  *clientv3.Client
+	Log *slog.Logger
+	// NS is the router's network namespace: the SNMP agent listens in it
+	// and interface counters are read from it.
+	NS *netns.NS
+	// StateDir holds the service's files (samples, the sealing key of the
+	// SNMP community) under StateDir/graph.
+	StateDir string
+	Now      func() time.Time
+}
+
+// Service is the graph service.
+type Service struct {
+	deps Deps
+	st   *store.Store
+}
+
+// New returns the service.
+func New(d Deps) *Service {
+	if d.Log == nil {
+		d.Log = slog.Default()
+	}
+	if d.Now == nil {
+		d.Now = time.Now
+	}
+	return &Service{deps: d, st: store.New(d.KV, Name)}
+}
+
+// Run serves until ctx ends.
+func (s *Service) Run(ctx context.Context) error {
+	return bus.Run(ctx, s.deps.NC, bus.ServiceConfig{
+		Name: Name, Version: "1.0.0", Description: "SNMP agent and traffic graphs",
+		Log:       s.deps.Log,
+		Endpoints: s.Endpoints(),
+	})
+}
+
+// Endpoints are the service's operations.
+func (s *Service) Endpoints() []bus.Endpoint {
+	return nil
+}
