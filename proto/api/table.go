@@ -1,10 +1,13 @@
 package api
 
+import "slices"
+
 // Table is every operation of the API, in one readable place. The gateway
 // mounts the REST and action forms of each; docs/openapi.yaml is generated
 // from it. An operation missing from here is answered as unknown, never
-// routed to a service that is not built.
-var Table = []Operation{
+// routed to a service that is not built. The graph service's operations
+// are SNMPOps (snmp.go) and GraphOps (graph.go).
+var Table = slices.Concat([]Operation{
 	// System (Document 1).
 	StatusGet,
 	// Saved configuration versions (action API only) and each owner's
@@ -69,4 +72,4 @@ var Table = []Operation{
 	OLTVLANDelOp, OLTPortVLANOp, OLTProfileAdd, OLTProfileDel, OLTONTAddOp, OLTONTDel, OLTONTReboot,
 	OLTONTDescOp, OLTONTOpticalOp, OLTNTPOp, OLTSysnameOp, OLTSave, OLTPlanSyncOp, OLTInitOp,
 	OLTONTActivate, OLTONTDeactivate, OLTONTReplanOp,
-}
+}, SNMPOps, GraphOps)

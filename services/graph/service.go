@@ -8,6 +8,7 @@ package graph
 import (
 	"context"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -52,8 +53,17 @@ func New(d Deps) *Service {
 	return &Service{deps: d, st: store.New(d.KV, Name)}
 }
 
-// Run serves until ctx ends.
+// Run serves until ctx ends: the bus endpoints, and beside them the SNMP
+// agent (snmp.go) and the sampler the graphs are drawn from (graphs.go).
 func (s *Service) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for _, f := range []func(context.Context){s.runSNMP, s.runSampler} {
+		wg.Add(1)
+		go func() { defer wg.Done(); f(ctx) }()
+	}
 	return bus.Run(ctx, s.deps.NC, bus.ServiceConfig{
 		Name: Name, Version: "1.0.0", Description: "SNMP agent and traffic graphs",
 		Log:       s.deps.Log,
@@ -63,5 +73,5 @@ func (s *Service) Run(ctx context.Context) error {
 
 // Endpoints are the service's operations.
 func (s *Service) Endpoints() []bus.Endpoint {
-	return nil
+	return append(s.snmpEndpoints(), s.graphEndpoints()...)
 }
