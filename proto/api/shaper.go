@@ -56,6 +56,32 @@ type ShapePage struct {
 	Next   string  `json:"next,omitempty"`
 }
 
+// ShapeCounter is what the kernel has counted for one shaped subscriber:
+// its download class on its interface and its upload police rule. The
+// counters start at zero when the subscriber's class or rule is made and
+// only grow while it stays; a reader taking rates compares two pages and
+// takes a smaller value as a restart.
+type ShapeCounter struct {
+	ID          string `json:"id" doc:"the subscriber: a client's MAC or a fibre service's id"`
+	IP          string `json:"ip"`
+	Iface       string `json:"iface"`
+	Plan        string `json:"plan"`
+	DownBytes   uint64 `json:"down_bytes" doc:"bytes sent to the subscriber (its class)"`
+	DownPackets uint64 `json:"down_packets"`
+	DownDrops   uint64 `json:"down_drops" doc:"packets its class dropped"`
+	UpBytes     uint64 `json:"up_bytes" doc:"bytes from the subscriber within its rate (its police rule)"`
+	UpPackets   uint64 `json:"up_packets"`
+}
+
+// ShapeCounterPage is one page of shaped subscribers' counters, in id
+// order, read at one time.
+type ShapeCounterPage struct {
+	Count    int            `json:"count"`
+	Counters []ShapeCounter `json:"counters"`
+	Next     string         `json:"next,omitempty"`
+	At       time.Time      `json:"at" doc:"when the kernel's counters were read"`
+}
+
 // ShaperIface is one shaped interface as GET /network and /status show it.
 type ShaperIface struct {
 	Name        string `json:"name"`
@@ -103,6 +129,12 @@ var (
 	ShaperPage = Define[ShapePageRequest, ShapePage](Meta{
 		Service: "shaper", Name: "shapes.page",
 		Summary: "Shaped subscribers in id order, a page at a time. Only services call it.", Read: true,
+	})
+	// ShaperCounters pages the shaped subscribers' counters (the graph
+	// service's samples and SNMP agent).
+	ShaperCounters = Define[ShapePageRequest, ShapeCounterPage](Meta{
+		Service: "shaper", Name: "counters.page",
+		Summary: "Shaped subscribers' byte and packet counters in id order, a page at a time. Only services call it.", Read: true,
 	})
 	// ShaperStatus summarises the shaped interfaces.
 	ShaperStatus = Define[None, ShaperState](Meta{

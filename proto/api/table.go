@@ -26,7 +26,7 @@ var Table = slices.Concat([]Operation{
 	ClientsActive, ClientsConnected, Clients6, IPsGet,
 
 	// Shaping (no HTTP of its own; shaper).
-	ShaperSet, ShaperRemove, ShaperPlan, ShaperPage, ShaperStatus,
+	ShaperSet, ShaperRemove, ShaperPlan, ShaperPage, ShaperStatus, ShaperCounters,
 
 	// Protection, bans, suspension blocks, anti-spoofing (firewall).
 	FirewallBlock, FirewallUnblock, FirewallBlocks, FirewallAuthFailed,
