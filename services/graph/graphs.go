@@ -6,6 +6,9 @@ import (
 	"routerd.dev/shared/bus"
 )
 
+// graphArea is the sampler's and the graphs' state in the service.
+type graphArea struct{}
+
 // graphEndpoints are /graph/*.
 func (s *Service) graphEndpoints() []bus.Endpoint { return nil }
 

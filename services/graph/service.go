@@ -34,12 +34,21 @@ type Deps struct {
 	// SNMP community) under StateDir/graph.
 	StateDir string
 	Now      func() time.Time
+	// SampleEvery is the graphs' sampling period; 0 is a minute (the
+	// spec's "samples are collected every minute").
+	SampleEvery time.Duration
+	// SNMPPort is the agent's UDP port; 0 is 161.
+	SNMPPort int
 }
 
 // Service is the graph service.
 type Service struct {
 	deps Deps
 	st   *store.Store
+	// snmp is the SNMP agent's state (snmp.go), graphs the sampler's and
+	// the graphs' (graphs.go).
+	snmp   snmpArea
+	graphs graphArea
 }
 
 // New returns the service.
@@ -49,6 +58,12 @@ func New(d Deps) *Service {
 	}
 	if d.Now == nil {
 		d.Now = time.Now
+	}
+	if d.SampleEvery == 0 {
+		d.SampleEvery = time.Minute
+	}
+	if d.SNMPPort == 0 {
+		d.SNMPPort = 161
 	}
 	return &Service{deps: d, st: store.New(d.KV, Name)}
 }

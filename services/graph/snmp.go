@@ -6,6 +6,9 @@ import (
 	"routerd.dev/shared/bus"
 )
 
+// snmpArea is the SNMP agent's state in the service.
+type snmpArea struct{}
+
 // snmpEndpoints are GET and POST /snmp.
 func (s *Service) snmpEndpoints() []bus.Endpoint { return nil }
 
