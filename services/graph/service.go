@@ -30,8 +30,9 @@ type Deps struct {
 	// NS is the router's network namespace: the SNMP agent listens in it
 	// and interface counters are read from it.
 	NS *netns.NS
-	// StateDir holds the service's files (samples, the sealing key of the
-	// SNMP community) under StateDir/graph.
+	// StateDir is the service's own directory (routerd gives it
+	// state_dir/graph): the samples' files, the sealing key of the SNMP
+	// community.
 	StateDir string
 	Now      func() time.Time
 	// SampleEvery is the graphs' sampling period; 0 is a minute (the
