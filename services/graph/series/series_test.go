@@ -1,0 +1,188 @@
+package series
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+var t0 = time.Unix(1_800_000_000, 0).Truncate(24 * time.Hour)
+
+func TestWriteReadRestart(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(dir, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 20 minutes of eth0 at i*1000 in, 2*i*1000 out; eth1 only from minute 10.
+	var now time.Time
+	for i := range 20 {
+		now = t0.Add(time.Duration(i)*time.Minute + 30*time.Second)
+		xs := []Sample{{Name: "if:eth0", In: float64(i * 1000), Out: float64(2 * i * 1000)}}
+		if i >= 10 {
+			xs = append(xs, Sample{Name: "if:eth1", In: 7, Out: 8})
+		}
+		if err := s.Write(now, xs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check := func(s *Store) {
+		t.Helper()
+		pts, ok, err := s.Read("if:eth0", 0, now)
+		if err != nil || !ok {
+			t.Fatal(ok, err)
+		}
+		if len(pts) != 180 {
+			t.Fatalf("%d points", len(pts))
+		}
+		for i := range 20 {
+			p := pts[180-20+i]
+			if !p.Known || p.In != float64(i*1000) || p.Out != float64(2*i*1000) {
+				t.Fatalf("minute %d: %+v", i, p)
+			}
+		}
+		if pts[180-21].Known {
+			t.Fatal("a minute before the first sample has data")
+		}
+		// day level: 5-minute rows 0..3 complete: averages of i*1000 over each.
+		day, _, _ := s.Read("if:eth0", 1, now)
+		for c := range 4 {
+			p := day[len(day)-4+c]
+			want := float64((5*c + 2) * 1000)
+			if !p.Known || p.In != want || p.InMax != float64((5*c+4)*1000) || p.OutMax != float64(2*(5*c+4)*1000) {
+				t.Fatalf("5-minute row %d: %+v, want in %v", c, p, want)
+			}
+		}
+		day1, _, _ := s.Read("if:eth1", 1, now)
+		if p := day1[len(day1)-2]; !p.Known || p.In != 7 || p.OutMax != 8 {
+			t.Fatalf("eth1 5-minute row: %+v", p)
+		}
+		if p := day1[len(day1)-3]; p.Known {
+			t.Fatalf("eth1 has a 5-minute row before it was born: %+v", p)
+		}
+		if _, ok, _ := s.Read("if:none", 0, now); ok {
+			t.Fatal("unknown series found")
+		}
+	}
+	check(s)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, err = Open(dir, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	check(s)
+}
+
+// TestGrowKeepsRows: more series than slots widen every archive and keep
+// what was there.
+func TestGrowKeepsRows(t *testing.T) {
+	s, err := Open(t.TempDir(), time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	at := t0.Add(30 * time.Second)
+	if err := s.Write(at, []Sample{{Name: "a", In: 1, Out: 2}}); err != nil {
+		t.Fatal(err)
+	}
+	var xs []Sample
+	for i := range 3 * minSlots {
+		xs = append(xs, Sample{Name: fmt.Sprint("s", i), In: float64(i), Out: 0})
+	}
+	at = at.Add(time.Minute)
+	if err := s.Write(at, xs); err != nil {
+		t.Fatal(err)
+	}
+	pts, _, _ := s.Read("a", 0, at)
+	if p := pts[len(pts)-2]; p.In != 1 || p.Out != 2 {
+		t.Fatalf("a after growing: %+v", p)
+	}
+	if p := pts[len(pts)-1]; p.Known {
+		t.Fatalf("a has data in a round without it: %+v", p)
+	}
+	pts, _, _ = s.Read("s700", 0, at)
+	if p := pts[len(pts)-1]; p.In != 700 {
+		t.Fatalf("s700: %+v", p)
+	}
+}
+
+// TestTornWrites: a row whose stamp was cleared (a crash mid-write) reads
+// as no data, the rows around it as they were; a torn index line is
+// dropped.
+func TestTornWrites(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(dir, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var at time.Time
+	for i := range 3 {
+		at = t0.Add(time.Duration(i)*time.Minute + time.Second)
+		if err := s.Write(at, []Sample{{Name: "x", In: float64(i + 1), Out: 1}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The crash: the last row's stamp cleared, garbage in its data.
+	a := s.levels[0]
+	r := int((at.UnixNano() / int64(time.Minute)) % int64(a.Rows))
+	if err := a.setStamp(r, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.f.WriteAt([]byte{1, 2, 3}, a.rowOff(r)); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	f, _ := os.OpenFile(filepath.Join(dir, "series.idx"), os.O_APPEND|os.O_WRONLY, 0)
+	_, _ = f.WriteString("half-writ")
+	f.Close()
+	s, err = Open(dir, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	pts, _, _ := s.Read("x", 0, at)
+	n := len(pts)
+	if pts[n-1].Known || pts[n-2].In != 2 || pts[n-3].In != 1 {
+		t.Fatalf("after the crash: %+v %+v %+v", pts[n-3], pts[n-2], pts[n-1])
+	}
+	if s.Has("half-writ") || s.Len() != 1 {
+		t.Fatal("the torn index line was kept")
+	}
+}
+
+// TestWraps: after more rounds than rows, a row holds the newest step and
+// an old time reads as no data; a gap reads as no data.
+func TestWraps(t *testing.T) {
+	s, err := Open(t.TempDir(), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var at time.Time
+	for i := range 400 {
+		if i >= 300 && i < 310 {
+			continue // the service was down
+		}
+		at = t0.Add(time.Duration(i)*time.Second + time.Millisecond)
+		if err := s.Write(at, []Sample{{Name: "x", In: float64(i), Out: float64(i)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pts, _, _ := s.Read("x", 0, at)
+	for i, p := range pts {
+		sec := 400 - 180 + i
+		gap := sec >= 300 && sec < 310
+		if p.Known == gap || (!gap && p.In != float64(sec)) {
+			t.Fatalf("second %d: %+v", sec, p)
+		}
+	}
+	if !math.IsNaN(pts[300-220].In) {
+		t.Fatal("gap not NaN")
+	}
+}
