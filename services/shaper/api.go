@@ -17,6 +17,7 @@ func (s *Service) Endpoints() []bus.Endpoint {
 		bus.Bind(api.ShaperRemove, s.Remove),
 		bus.Bind(api.ShaperPlan, s.Plan),
 		bus.Bind(api.ShaperPage, s.Page),
+		bus.Bind(api.ShaperCounters, s.Counters),
 		bus.Bind(api.ShaperStatus, s.Status),
 	}
 }

@@ -53,6 +53,8 @@ type Service struct {
 	// tending of the spare classes (pool.go).
 	lastReq time.Time
 	kick    chan struct{}
+	// counts is the reading side of counters.page (counters.go).
+	counts counting
 }
 
 // New builds the service with netlink and nftables handles in the target
@@ -84,6 +86,7 @@ func New(d Deps) (*Service, error) {
 func (s *Service) Run(ctx context.Context) error {
 	defer s.k.nl.Close()
 	defer s.nft.sock.close()
+	defer s.counts.close()
 	defer func() {
 		s.mu.Lock()
 		if s.batch != nil {

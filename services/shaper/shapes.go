@@ -49,6 +49,9 @@ type state struct {
 	by6    map[netip.Prefix]string
 	lens   map[int]int // IPv6 prefix length -> prefixes of it
 	ifaces map[string]*ifaceS
+	// order is the ids in store-key order for counters.page (nil: to be
+	// made again, after a subscriber came or went).
+	order []string
 }
 
 func newState() *state {
@@ -349,6 +352,9 @@ func (s *Service) applySet(is *ifaceS, pick classPick, old, rec *record, p parse
 			}
 		}
 	}
+	if old == nil {
+		st.order = nil
+	}
 	st.recs[rec.ID] = rec
 	st.byIP[p.ip] = rec.ID
 	if p.p6.IsValid() {
@@ -454,6 +460,7 @@ func (s *Service) Remove(ctx context.Context, in *api.ShapeRef) (*api.ShapeAnswe
 		is.pushSpare(spare{class: old.Class, down: old.DownMbps})
 	}
 	delete(st.recs, in.ID)
+	st.order = nil
 	delete(st.byIP, op.ip)
 	if op.p6.IsValid() {
 		st.drop6(op.p6)

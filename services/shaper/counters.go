@@ -1,0 +1,185 @@
+package shaper
+
+import (
+	"context"
+	"net/url"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"routerd.dev/proto/api"
+	"routerd.dev/shared/apierr"
+)
+
+// counters.page: what the kernel has counted for each shaped subscriber,
+// for the graph service's samples and SNMP agent, which page through
+// every subscriber each minute. Download is the subscriber's HTB class
+// (bytes and packets sent to it, packets dropped: its leaf's drops where
+// the leaf is fq_codel, the class's own where HTB's pfifo is the leaf).
+//
+// One page never dumps the kernel by itself: every class of an interface
+// is read by one dump (statSock), and the dumps of all shaped interfaces
+// are kept as a snapshot that the pages of a sweep share. A first page
+// (no After) reads the kernel again unless the snapshot is under
+// firstPageReuse old (two readers starting their sweeps together share
+// one read); a later page uses the snapshot while it is under sweepReuse
+// old, so a whole sweep of 100,000 subscribers in pages of 10,000 costs
+// one dump per interface and its pages carry one time, At. Subscribers
+// are the shaper's own records as they are when the page is asked (a
+// subscriber removed since the last page is no longer listed), each
+// mapped to its counters by the class id its record holds; a subscriber
+// whose class the snapshot does not hold (made after the read) is
+// reported with zero counters.
+const (
+	firstPageReuse = time.Second
+	sweepReuse     = 30 * time.Second
+)
+
+// countSnap is one read of the kernel's counters.
+type countSnap struct {
+	at      time.Time
+	classes map[string]map[uint32]tcCount // interface -> class id -> counters
+}
+
+// counting is the service's reading side of counters.page: its own
+// netlink socket and the last snapshot, under their own lock (a read
+// never waits for the writer's kernel changes, nor they for it).
+type counting struct {
+	mu   sync.Mutex
+	sock *statSock
+	snap *countSnap
+}
+
+// pageEntry is what a page needs of one subscriber's record.
+type pageEntry struct {
+	shape api.Shape
+	class uint32
+}
+
+// sortedIDs is the state's subscriber ids in the order of their store
+// keys (escaped ids: the order of shapes.page), made again only after a
+// subscriber was added or removed.
+func (st *state) sortedIDs() []string {
+	if st.order != nil {
+		return st.order
+	}
+	ids := make([]string, 0, len(st.recs))
+	for id := range st.recs {
+		ids = append(ids, url.PathEscape(id))
+	}
+	slices.Sort(ids)
+	for i, k := range ids {
+		ids[i] = idFromKey("", k)
+	}
+	st.order = ids
+	return ids
+}
+
+// Counters answers counters.page: a page of subscribers in id order
+// (After, Limit, Next as shapes.page) with their counters.
+func (s *Service) Counters(ctx context.Context, in *api.ShapePageRequest) (*api.ShapeCounterPage, error) {
+	limit := in.Limit
+	if limit <= 0 {
+		limit = 5000
+	}
+	s.mu.Lock()
+	if err := s.ready(); err != nil {
+		s.mu.Unlock()
+		return nil, err
+	}
+	ids := s.state.sortedIDs()
+	i := 0
+	if in.After != "" {
+		after := url.PathEscape(in.After)
+		i = sort.Search(len(ids), func(j int) bool { return url.PathEscape(ids[j]) > after })
+	}
+	end := min(len(ids), i+limit)
+	page := make([]pageEntry, 0, end-i)
+	for _, id := range ids[i:end] {
+		r := s.state.recs[id]
+		page = append(page, pageEntry{shape: r.Shape, class: r.Class})
+	}
+	more := end < len(ids)
+	ifaces := make(map[string]int, len(s.state.ifaces))
+	for name, is := range s.state.ifaces {
+		ifaces[name] = is.k.index
+	}
+	s.mu.Unlock()
+
+	snap, err := s.counts.read(s, ifaces, in.After == "")
+	if err != nil {
+		return nil, apierr.Internal(err.Error(), "reading the kernel's counters: %v", err)
+	}
+	out := &api.ShapeCounterPage{Count: len(page), Counters: make([]api.ShapeCounter, len(page)), At: snap.at}
+	for j, e := range page {
+		c := snap.classes[e.shape.Iface][e.class]
+		out.Counters[j] = api.ShapeCounter{ID: e.shape.ID, IP: e.shape.IP, Iface: e.shape.Iface, Plan: e.shape.Plan,
+			DownBytes: c.bytes, DownPackets: c.packets, DownDrops: c.drops}
+	}
+	if more && len(page) > 0 {
+		out.Next = page[len(page)-1].shape.ID
+	}
+	return out, nil
+}
+
+// read returns the snapshot, reading the kernel again when it is too old
+// for a first page (first) or a later one, or lacks an interface.
+func (c *counting) read(s *Service, ifaces map[string]int, first bool) (*countSnap, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if sn := c.snap; sn != nil {
+		age := time.Since(sn.at)
+		ok := age < sweepReuse && (!first || age < firstPageReuse)
+		for name := range ifaces {
+			if _, has := sn.classes[name]; !has {
+				ok = false
+			}
+		}
+		if ok {
+			return sn, nil
+		}
+	}
+	if c.sock == nil {
+		sock, err := newStatSock(s.deps.NS)
+		if err != nil {
+			return nil, err
+		}
+		c.sock = sock
+	}
+	sn := &countSnap{at: time.Now().UTC(), classes: make(map[string]map[uint32]tcCount, len(ifaces))}
+	byIndex := make(map[int]bool, len(ifaces))
+	for _, ix := range ifaces {
+		byIndex[ix] = true
+	}
+	// One dump of qdiscs for every interface: the fq_codel leaves' drops
+	// (none where HTB's own pfifo is the leaf: those have no handle and
+	// are not dumped).
+	drops, err := c.sock.leafDrops(byIndex)
+	if err != nil {
+		return nil, err
+	}
+	for name, ix := range ifaces {
+		cls, err := c.sock.classCounts(ix)
+		if err != nil {
+			return nil, err
+		}
+		for cid, d := range drops[ix] {
+			if cc, ok := cls[cid]; ok {
+				cc.drops = d
+				cls[cid] = cc
+			}
+		}
+		sn.classes[name] = cls
+	}
+	c.snap = sn
+	return sn, nil
+}
+
+func (c *counting) close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.sock != nil {
+		c.sock.close()
+	}
+}
