@@ -54,3 +54,26 @@ func TestDecodeClientReservation(t *testing.T) {
 		}
 	}
 }
+
+// TestDecodeStoredReservation: a stored reservation decodes as
+// json.Unmarshal decodes it, fast path or not: a field of a newer
+// version or a name in another case is taken as encoding/json takes it,
+// not refused as the document's import refuses it.
+func TestDecodeStoredReservation(t *testing.T) {
+	for _, doc := range []string{
+		`{"mac":"02:00:00:00:00:01","ip":"10.0.0.1","ipv6":"2001:db8::1","hostname":"h","prefix6":"2001:db8:a000::/56"}`,
+		`{"mac":"a","ip":"","ipv6":null,"hostname":null,"prefix6":""}`,
+		`{"mac":"a","ip":"10.0.0.300"}`,
+		`{"mac":"a","ip":1}`,
+		`{"mac":"a","ip":"10.0.0.2","other":"x"}`,
+		`{"Mac":"a","IP":"10.0.0.3"}`,
+		`not json`,
+	} {
+		var got, want config.Client
+		gerr := decodeStoredReservation([]byte(doc), &got)
+		werr := json.Unmarshal([]byte(doc), &want)
+		if (gerr != nil) != (werr != nil) || (werr == nil && got != want) {
+			t.Errorf("%s: %+v %v; json.Unmarshal %+v %v", doc, got, gerr, want, werr)
+		}
+	}
+}

@@ -136,6 +136,19 @@ func decodeClientReservation(raw []byte, c *config.Client) error {
 	return docobj.Strict(raw, c)
 }
 
+// decodeStoredReservation decodes a stored client reservation as
+// json.Unmarshal would (a field of a newer version ignored), without
+// reflection when it is plain, as this version stores it: the
+// reservations' watch decodes one per change (100,000 in a restore onto
+// an emptied router).
+func decodeStoredReservation(raw []byte, c *config.Client) error {
+	if docobj.Flat(raw, func(name, text []byte, kind byte) bool { return setReservationField(c, name, text, kind) }) {
+		return nil
+	}
+	*c = config.Client{}
+	return json.Unmarshal(raw, c)
+}
+
 // setReservationField sets the field of c named name (its json name) as
 // encoding/json would from a string or null (kind as docobj.Flat gives
 // it): the addresses and the prefix by their UnmarshalText (an empty

@@ -299,7 +299,7 @@ func readAllReservations(ctx context.Context, kv *clientv3.Client, prefix string
 			switch {
 			case strings.HasPrefix(k, "clients/"):
 				var c config.Client
-				if err := json.Unmarshal(kv.Value, &c); err != nil {
+				if err := decodeStoredReservation(kv.Value, &c); err != nil {
 					bad++
 					log.Error("reservation unreadable; left out", "key", string(kv.Key), "err", err)
 					continue
@@ -364,7 +364,7 @@ func (s *Service) applyReservation(eng *Engine, k string, deleted bool, raw []by
 			return
 		}
 		var c config.Client
-		if err := json.Unmarshal(raw, &c); err != nil {
+		if err := decodeStoredReservation(raw, &c); err != nil {
 			s.d.Log.Error("stored reservation unreadable; ignored", "key", k, "err", err)
 			return
 		}
