@@ -138,7 +138,7 @@ var (
 	DHCPConfig        = configOwner("dhcp", "etc/dhcp.json, etc/dhcp-reservations.json", "etc/dhcp-reservations.json")
 	RoutingConfig     = configOwner("routing", "etc/routing.json")
 	OLTRegistryConfig = configOwner("olt", "etc/olts.json")
-	ConfigOwners      = []ConfigOwner{NetcfgConfig, DHCPConfig, SubscribersConfig, FirewallConfig, CGNATConfig, RoutingConfig, OLTRegistryConfig}
+	ConfigOwners      = []ConfigOwner{NetcfgConfig, DHCPConfig, SubscribersConfig, FirewallConfig, CGNATConfig, RoutingConfig, OLTRegistryConfig, SNMPConfig}
 )
 
 // ConfigVersion is one saved configuration version.
