@@ -13,6 +13,8 @@ import (
 	"image/color"
 	"image/png"
 	"math"
+	"strconv"
+	"strings"
 	"time"
 
 	"golang.org/x/image/font"
@@ -221,7 +223,8 @@ func rate(v float64) string {
 	return SI(v) + "b/s"
 }
 
-// SI writes v with an SI prefix: 0 , 950 , 1.5 k, 12 M, 2.5 G.
+// SI writes v with an SI prefix and three significant digits at most:
+// "0 ", "950 ", "1.25 k", "12.5 M", "2.5 G".
 func SI(v float64) string {
 	prefixes := []string{"", "k", "M", "G", "T", "P"}
 	i := 0
@@ -229,9 +232,16 @@ func SI(v float64) string {
 		v /= 1000
 		i++
 	}
-	s := fmt.Sprintf("%.1f", v)
-	if v == math.Trunc(v) || math.Abs(v) >= 100 {
-		s = fmt.Sprintf("%.0f", v)
+	digits := 2 // 1.25, 12.5, 125
+	if math.Abs(v) >= 10 {
+		digits = 1
+	}
+	if math.Abs(v) >= 100 {
+		digits = 0
+	}
+	s := strconv.FormatFloat(v, 'f', digits, 64)
+	if strings.Contains(s, ".") {
+		s = strings.TrimRight(strings.TrimRight(s, "0"), ".")
 	}
 	return s + " " + prefixes[i]
 }

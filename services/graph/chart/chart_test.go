@@ -66,7 +66,7 @@ func TestDraw(t *testing.T) {
 }
 
 func TestSI(t *testing.T) {
-	for v, want := range map[float64]string{0: "0 ", 950: "950 ", 1500: "1.5 k", 12e6: "12 M", 2.5e9: "2.5 G", 250e3: "250 k"} {
+	for v, want := range map[float64]string{0: "0 ", 950: "950 ", 1500: "1.5 k", 12e6: "12 M", 2.5e9: "2.5 G", 250e3: "250 k", 1250: "1.25 k", 12.5e6: "12.5 M"} {
 		if got := SI(v); got != want {
 			t.Errorf("SI(%v) = %q, want %q", v, got, want)
 		}
