@@ -2,6 +2,8 @@ package shaper
 
 import (
 	"context"
+	"fmt"
+	"net/netip"
 	"net/url"
 	"slices"
 	"sort"
@@ -16,10 +18,13 @@ import (
 // for the graph service's samples and SNMP agent, which page through
 // every subscriber each minute. Download is the subscriber's HTB class
 // (bytes and packets sent to it, packets dropped: its leaf's drops where
-// the leaf is fq_codel, the class's own where HTB's pfifo is the leaf).
+// the leaf is fq_codel, the class's own where HTB's pfifo is the leaf);
+// upload is what its addresses sent within its rate, the counters of its
+// elements in the count sets cnt4 and cnt6_L (nft.go), IPv4 and IPv6
+// summed.
 //
 // One page never dumps the kernel by itself: every class of an interface
-// is read by one dump (statSock), and the dumps of all shaped interfaces
+// is read by one dump (statSock), every count set by one dump, and these
 // are kept as a snapshot that the pages of a sweep share. A first page
 // (no After) reads the kernel again unless the snapshot is under
 // firstPageReuse old (two readers starting their sweeps together share
@@ -40,6 +45,15 @@ const (
 type countSnap struct {
 	at      time.Time
 	classes map[string]map[uint32]tcCount // interface -> class id -> counters
+	up      map[upKey]elemCount           // count element -> its counter
+	lens    []int                         // the IPv6 lengths whose sets were read
+}
+
+// upKey is a count element: an IPv4 address (bits 0) or an IPv6 prefix's
+// masked address and length.
+type upKey struct {
+	a    netip.Addr
+	bits int
 }
 
 // counting is the service's reading side of counters.page: its own
@@ -48,6 +62,7 @@ type countSnap struct {
 type counting struct {
 	mu   sync.Mutex
 	sock *statSock
+	nf   *nfSock
 	snap *countSnap
 }
 
@@ -55,6 +70,8 @@ type counting struct {
 type pageEntry struct {
 	shape api.Shape
 	class uint32
+	up4   upKey
+	up6   upKey // zero when none
 }
 
 // sortedIDs is the state's subscriber ids in the order of their store
@@ -98,24 +115,37 @@ func (s *Service) Counters(ctx context.Context, in *api.ShapePageRequest) (*api.
 	page := make([]pageEntry, 0, end-i)
 	for _, id := range ids[i:end] {
 		r := s.state.recs[id]
-		page = append(page, pageEntry{shape: r.Shape, class: r.Class})
+		e := pageEntry{shape: r.Shape, class: r.Class}
+		if p, err := parseShape(&r.Shape); err == nil {
+			e.up4 = upKey{p.ip, 0}
+			if p.p6.IsValid() {
+				e.up6 = upKey{p.p6.Masked().Addr(), p.p6.Bits()}
+			}
+		}
+		page = append(page, e)
 	}
 	more := end < len(ids)
 	ifaces := make(map[string]int, len(s.state.ifaces))
 	for name, is := range s.state.ifaces {
 		ifaces[name] = is.k.index
 	}
+	lens := s.state.lensList()
 	s.mu.Unlock()
 
-	snap, err := s.counts.read(s, ifaces, in.After == "")
+	snap, err := s.counts.read(s, ifaces, lens, in.After == "")
 	if err != nil {
 		return nil, apierr.Internal(err.Error(), "reading the kernel's counters: %v", err)
 	}
 	out := &api.ShapeCounterPage{Count: len(page), Counters: make([]api.ShapeCounter, len(page)), At: snap.at}
 	for j, e := range page {
 		c := snap.classes[e.shape.Iface][e.class]
+		u := snap.up[e.up4]
+		if e.up6.a.IsValid() {
+			u6 := snap.up[e.up6]
+			u.bytes, u.packets = u.bytes+u6.bytes, u.packets+u6.packets
+		}
 		out.Counters[j] = api.ShapeCounter{ID: e.shape.ID, IP: e.shape.IP, Iface: e.shape.Iface, Plan: e.shape.Plan,
-			DownBytes: c.bytes, DownPackets: c.packets, DownDrops: c.drops}
+			DownBytes: c.bytes, DownPackets: c.packets, DownDrops: c.drops, UpBytes: u.bytes, UpPackets: u.packets}
 	}
 	if more && len(page) > 0 {
 		out.Next = page[len(page)-1].shape.ID
@@ -124,8 +154,9 @@ func (s *Service) Counters(ctx context.Context, in *api.ShapePageRequest) (*api.
 }
 
 // read returns the snapshot, reading the kernel again when it is too old
-// for a first page (first) or a later one, or lacks an interface.
-func (c *counting) read(s *Service, ifaces map[string]int, first bool) (*countSnap, error) {
+// for a first page (first) or a later one, or lacks an interface or a
+// prefix length.
+func (c *counting) read(s *Service, ifaces map[string]int, lens []int, first bool) (*countSnap, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if sn := c.snap; sn != nil {
@@ -136,6 +167,7 @@ func (c *counting) read(s *Service, ifaces map[string]int, first bool) (*countSn
 				ok = false
 			}
 		}
+		ok = ok && slices.Equal(sn.lens, lens)
 		if ok {
 			return sn, nil
 		}
@@ -147,7 +179,15 @@ func (c *counting) read(s *Service, ifaces map[string]int, first bool) (*countSn
 		}
 		c.sock = sock
 	}
-	sn := &countSnap{at: time.Now().UTC(), classes: make(map[string]map[uint32]tcCount, len(ifaces))}
+	if c.nf == nil {
+		nf, err := newNfSock(s.deps.NS)
+		if err != nil {
+			return nil, err
+		}
+		c.nf = nf
+	}
+	sn := &countSnap{at: time.Now().UTC(), classes: make(map[string]map[uint32]tcCount, len(ifaces)),
+		up: map[upKey]elemCount{}, lens: lens}
 	byIndex := make(map[int]bool, len(ifaces))
 	for _, ix := range ifaces {
 		byIndex[ix] = true
@@ -172,6 +212,25 @@ func (c *counting) read(s *Service, ifaces map[string]int, first bool) (*countSn
 		}
 		sn.classes[name] = cls
 	}
+	sets := []upKey{{bits: 0}}
+	for _, l := range lens {
+		sets = append(sets, upKey{bits: l})
+	}
+	for _, set := range sets {
+		name := setCnt4
+		if set.bits > 0 {
+			name = cnt6Set(set.bits)
+		}
+		els, err := c.nf.elemCounts(name)
+		if err != nil {
+			return nil, fmt.Errorf("listing %s: %w", name, err)
+		}
+		for k, v := range els {
+			if a, ok := netip.AddrFromSlice([]byte(k)); ok {
+				sn.up[upKey{a, set.bits}] = v
+			}
+		}
+	}
 	c.snap = sn
 	return sn, nil
 }
@@ -181,5 +240,8 @@ func (c *counting) close() {
 	defer c.mu.Unlock()
 	if c.sock != nil {
 		c.sock.close()
+	}
+	if c.nf != nil {
+		c.nf.close()
 	}
 }

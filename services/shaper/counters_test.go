@@ -3,6 +3,7 @@ package shaper_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -128,11 +129,14 @@ func grows(t *testing.T, env *testenv.Env, id string, before api.ShapeCounter, d
 
 // TestCounters: three subscribers shaped on one veth; bounded pings to
 // one of them grow its download counters (bytes and packets of its
-// class) and not the others'; pages of two chain across the page boundary
-// in shapes.page's order and share one kernel read; a removed subscriber
-// is gone from the next sweep; after the shaper restarts (its reconcile
-// finding the kernel in place) the counters are read from the same
-// classes.
+// class) and not the others'; pings from it, over IPv4 and over IPv6 (its
+// /64), grow its upload counters (its count elements, summed) and not the
+// others'; pages of two chain across the page boundary in shapes.page's
+// order and share one kernel read; a removed subscriber is gone from the
+// next sweep; after the shaper restarts (its reconcile finding the kernel
+// in place) the counters are read from the same classes and elements, and
+// after a restart on a table without count sets (an earlier version's)
+// upload is counted again.
 func TestCounters(t *testing.T) {
 	l := newLab(t)
 	testenv.Run(t, l.sub, "ip", "addr", "add", "10.77.0.11/24", "dev", "eth0")
@@ -141,7 +145,7 @@ func TestCounters(t *testing.T) {
 	ctx := context.Background()
 	a, b, c := "02:00:00:00:00:0a", "02:00:00:00:00:0b", "fibre/7"
 	for _, s := range []api.Shape{
-		{ID: a, IP: "10.77.0.10", Iface: "sub0", Plan: "p100", DownMbps: 100, UpMbps: 100},
+		{ID: a, IP: "10.77.0.10", Prefix6: "2001:db8:77::/64", Iface: "sub0", Plan: "p100", DownMbps: 100, UpMbps: 100},
 		{ID: b, IP: "10.77.0.11", Iface: "sub0", Plan: "p100", DownMbps: 100, UpMbps: 100},
 		{ID: c, IP: "10.77.0.12", Iface: "sub0", Plan: "p20", DownMbps: 20, UpMbps: 20},
 	} {
@@ -174,6 +178,24 @@ func TestCounters(t *testing.T) {
 	}
 	t.Logf("a before %+v\na after %+v", before[a], after[a])
 
+	// Upload from a: 15 echo requests of 1,000 bytes (1,028 of IP; the
+	// count sets count the IP packet) over IPv4, then 10 over IPv6 (1,048
+	// of IPv6), both in a's upload.
+	ping(t, l.sub, "10.77.0.10", "198.18.0.1", 15, 1000)
+	up := grows(t, env, a, after[a], false, 15*1028, 15)
+	withIPv6(t, l)
+	ping(t, l.sub, "2001:db8:77::10", "2001:db8:18::1", 10, 1000)
+	up = grows(t, env, a, up[a], false, 10*1048, 10)
+	if up[b].UpBytes != before[b].UpBytes || up[c].UpBytes != before[c].UpBytes {
+		t.Errorf("upload counters of the others moved: b %d -> %d, c %d -> %d",
+			before[b].UpBytes, up[b].UpBytes, before[c].UpBytes, up[c].UpBytes)
+	}
+	if up[a].UpPackets < 25 {
+		t.Errorf("a's upload %+v: want IPv4 and IPv6 summed", up[a])
+	}
+	after = up
+	t.Logf("a after upload %+v", after[a])
+
 	// Removed: gone from the next page at once.
 	if _, err := bus.Invoke(ctx, env.NC, api.ShaperRemove, &api.ShapeRef{ID: b}); err != nil {
 		t.Fatal(err)
@@ -186,12 +208,30 @@ func TestCounters(t *testing.T) {
 	// A restart: the reconcile finds the classes in place, and the
 	// counters are read from them.
 	stop()
-	runShaper(t, env, l.router)
+	stop = runShaper(t, env, l.router)
 	time.Sleep(1100 * time.Millisecond)
 	got, _, _ = sweep(t, env, 5000)
-	if len(got) != 2 || got[a].DownBytes < after[a].DownBytes || got[a].DownPackets < after[a].DownPackets {
+	if len(got) != 2 || got[a].DownBytes < after[a].DownBytes || got[a].DownPackets < after[a].DownPackets ||
+		got[a].UpBytes < after[a].UpBytes || got[a].UpPackets < after[a].UpPackets {
 		t.Errorf("after the restart: %+v (a had %+v)", got, after[a])
 	}
 	ping(t, l.up, "", "10.77.0.10", 10, 500)
 	grows(t, env, a, got[a], true, 10*528, 10)
+
+	// A table of an earlier version: no count sets (the chain's rules are
+	// written again whatever they were). The restart's reconcile makes
+	// them and their elements.
+	stop()
+	testenv.Run(t, l.router, "nft", "flush chain inet routerd_shaper forward; delete set inet routerd_shaper cnt4; delete set inet routerd_shaper cnt6_64")
+	runShaper(t, env, l.router)
+	nft := testenv.Run(t, l.router, "nft", "list", "table", "inet", "routerd_shaper")
+	if !strings.Contains(nft, "set cnt4") || !strings.Contains(nft, "set cnt6_64") || !strings.Contains(nft, "ip saddr @cnt4") {
+		t.Fatalf("the restart did not make the count sets:\n%s", nft)
+	}
+	t.Logf("the table after the upgrade:\n%s", nft)
+	time.Sleep(1100 * time.Millisecond)
+	got, _, _ = sweep(t, env, 5000)
+	ping(t, l.sub, "10.77.0.10", "198.18.0.1", 5, 100)
+	ping(t, l.sub, "2001:db8:77::10", "2001:db8:18::1", 5, 100)
+	grows(t, env, a, got[a], false, 5*128+5*148, 10)
 }

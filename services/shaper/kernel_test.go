@@ -23,12 +23,16 @@ func kernelState(t *testing.T, ns *netns.NS) string {
 	b.WriteString(testenv.Run(t, ns, "tc", "filter", "show", "dev", "sub0"))
 	b.WriteString(testenv.Run(t, ns, "ip", "-br", "link"))
 	b.WriteString(testenv.Run(t, ns, "nft", "list", "table", "inet", "routerd_shaper"))
-	// Counters of unclassified packets (neighbour discovery) are traffic,
-	// not state.
-	return counters.ReplaceAllString(b.String(), "direct_packets_stat -")
+	// Counters of unclassified packets (neighbour discovery) and of the
+	// count sets' elements are traffic, not state.
+	out := counters.ReplaceAllString(b.String(), "direct_packets_stat -")
+	return elemCounters.ReplaceAllString(out, "counter packets - bytes -")
 }
 
-var counters = regexp.MustCompile(`direct_packets_stat \d+`)
+var (
+	counters     = regexp.MustCompile(`direct_packets_stat \d+`)
+	elemCounters = regexp.MustCompile(`counter packets \d+ bytes \d+`)
+)
 
 func within(t *testing.T, what string, got, want float64) {
 	t.Helper()

@@ -471,4 +471,67 @@ func (s *nfSock) commitChunked(t *nfTxn, maxBytes int) error {
 	return nil
 }
 
+// Attributes of linux/netfilter/nf_tables.h that x/sys does not name.
+const (
+	nftaSetExpr      = 17 // NFTA_SET_EXPR
+	nftaSetElemExprs = 11 // NFTA_SET_ELEM_EXPRESSIONS
+)
+
+// elemCounts lists the elements of one of the table's count sets: key ->
+// what the element's counter holds.
+func (s *nfSock) elemCounts(set string) (map[string]elemCount, error) {
+	out := map[string]elemCount{}
+	counter := func(e []byte, c *elemCount) {
+		isCounter := false
+		eachAttr(e, func(typ uint16, v []byte) {
+			switch typ {
+			case unix.NFTA_EXPR_NAME:
+				isCounter = cstring(v) == "counter"
+			case unix.NFTA_EXPR_DATA:
+				if !isCounter {
+					return
+				}
+				eachAttr(v, func(t uint16, d []byte) {
+					switch {
+					case t == unix.NFTA_COUNTER_BYTES && len(d) == 8:
+						c.bytes = binary.BigEndian.Uint64(d)
+					case t == unix.NFTA_COUNTER_PACKETS && len(d) == 8:
+						c.packets = binary.BigEndian.Uint64(d)
+					}
+				})
+			}
+		})
+	}
+	err := s.dump(unix.NFT_MSG_GETSETELEM, func(a []byte) {
+		eachAttr(a, func(typ uint16, val []byte) {
+			if typ != unix.NFTA_SET_ELEM_LIST_ELEMENTS {
+				return
+			}
+			eachAttr(val, func(_ uint16, le []byte) {
+				var key []byte
+				var c elemCount
+				eachAttr(le, func(typ uint16, v []byte) {
+					switch typ {
+					case unix.NFTA_SET_ELEM_KEY:
+						eachAttr(v, func(t uint16, k []byte) {
+							if t == unix.NFTA_DATA_VALUE {
+								key = k
+							}
+						})
+					case unix.NFTA_SET_ELEM_EXPR: // one expression
+						counter(v, &c)
+					case nftaSetElemExprs: // a list of them
+						eachAttr(v, func(_ uint16, e []byte) { counter(e, &c) })
+					}
+				})
+				out[string(key)] = c
+			})
+		})
+	}, attr(unix.NFTA_SET_ELEM_LIST_TABLE, str(tableName)), attr(unix.NFTA_SET_ELEM_LIST_SET, str(set)))
+	return out, err
+}
+
+// elemCount is one count element's counter.
+type elemCount struct{ bytes, packets uint64 }
+
 func rtaAlign(l int) int { return (l + unix.NLA_ALIGNTO - 1) &^ (unix.NLA_ALIGNTO - 1) }

@@ -229,11 +229,13 @@ func sortedClasses(m map[uint32]uint64) []uint32 {
 	return out
 }
 
-// reconcileNft brings the table's maps and limit objects to the state,
-// element by element, in as few transactions as fit the send buffer (the
-// messages in the order a single change makes them): limit objects
-// missing or not as stored are swapped, the elements naming them out
-// before and in after. ensure has made the maps of the lengths in use and
+// reconcileNft brings the table's maps, count sets and limit objects to
+// the state, element by element, in as few transactions as fit the send
+// buffer (the messages in the order a single change makes them): limit
+// objects missing or not as stored are swapped, the elements naming them
+// out before and in after; a count element is kept while its address is
+// stored (its count goes on), a missing one added (a table of an earlier
+// version, which had no count sets). ensure has made the maps of the lengths in use and
 // removed the others.
 func (s *Service) reconcileNft(res *ReconcileResult) error {
 	n := s.nft
@@ -245,14 +247,17 @@ func (s *Service) reconcileNft(res *ReconcileResult) error {
 	wantDown := map[key]uint32{}
 	wantUp := map[key]string{}
 	wantObj := map[string]limit{}
+	wantCnt := map[key]bool{}
 	for _, r := range s.state.recs {
 		p, _ := parseShape(&r.Shape)
 		l := upLimit(p.ip, r.UpMbps)
 		wantDown[key{p.ip, 0}], wantUp[key{p.ip, 0}] = r.Class, l.name
+		wantCnt[key{p.ip, 0}] = true
 		wantObj[l.name] = l
 		if p.p6.IsValid() {
 			k := key{p.p6.Masked().Addr(), p.p6.Bits()}
 			wantDown[k], wantUp[k] = r.Class, l.name
+			wantCnt[k] = true
 		}
 	}
 	// Limit objects.
@@ -277,8 +282,9 @@ func (s *Service) reconcileNft(res *ReconcileResult) error {
 	// The maps: down4 and up4, then each length's down6 and up6.
 	type listed struct {
 		bits int
-		down []elem // keys and class ids
-		up   []elem // keys and objects
+		down []elem               // keys and class ids
+		up   []elem               // keys and objects
+		cnt  map[string]elemCount // keys (of the count set)
 	}
 	down4, err := n.conn.GetSetElements(n.down4)
 	if err != nil {
@@ -288,7 +294,11 @@ func (s *Service) reconcileNft(res *ReconcileResult) error {
 	if err != nil {
 		return fmt.Errorf("nftables: listing up4: %w", err)
 	}
-	all := []listed{{bits: 0, up: up4}}
+	cnt4, err := n.sock.elemCounts(setCnt4)
+	if err != nil {
+		return fmt.Errorf("nftables: listing %s: %w", setCnt4, err)
+	}
+	all := []listed{{bits: 0, up: up4, cnt: cnt4}}
 	for _, e := range down4 {
 		all[0].down = append(all[0].down, elem{key: e.Key, val: e.Val})
 	}
@@ -301,9 +311,13 @@ func (s *Service) reconcileNft(res *ReconcileResult) error {
 		if err != nil {
 			return fmt.Errorf("nftables: listing %s: %w", up6Map(l), err)
 		}
-		all = append(all, listed{bits: l, down: d, up: u})
+		cn, err := n.sock.elemCounts(cnt6Set(l))
+		if err != nil {
+			return fmt.Errorf("nftables: listing %s: %w", cnt6Set(l), err)
+		}
+		all = append(all, listed{bits: l, down: d, up: u, cnt: cn})
 	}
-	seenDown, seenUp := map[key]bool{}, map[key]bool{}
+	seenDown, seenUp, seenCnt := map[key]bool{}, map[key]bool{}, map[key]bool{}
 	for _, ls := range all {
 		for _, e := range ls.down {
 			a, ok := netip.AddrFromSlice(e.key)
@@ -331,6 +345,29 @@ func (s *Service) reconcileNft(res *ReconcileResult) error {
 			}
 			seenUp[k] = true
 		}
+		for kb := range ls.cnt {
+			a, ok := netip.AddrFromSlice([]byte(kb))
+			k := key{a, ls.bits}
+			if !ok || !wantCnt[k] {
+				if ls.bits == 0 {
+					c.delCnt4 = append(c.delCnt4, elem{key: []byte(kb)})
+				} else {
+					c.delCnt6 = append(c.delCnt6, elem{key: []byte(kb), bits: ls.bits})
+				}
+				continue
+			}
+			seenCnt[k] = true
+		}
+	}
+	for k := range wantCnt {
+		if seenCnt[k] {
+			continue
+		}
+		if k.bits == 0 {
+			c.addCnt4 = append(c.addCnt4, cntElems4(k.a)...)
+		} else {
+			c.addCnt6 = append(c.addCnt6, cntElems6(netip.PrefixFrom(k.a, k.bits))...)
+		}
 	}
 	for k, cl := range wantDown {
 		if seenDown[k] {
@@ -352,8 +389,8 @@ func (s *Service) reconcileNft(res *ReconcileResult) error {
 			c.addUp6 = append(c.addUp6, upElems6(netip.PrefixFrom(k.a, k.bits), name)...)
 		}
 	}
-	res.Removed += len(c.del4) + len(c.del6) + len(c.delUp4) + len(c.delUp6) + len(c.delObj)
-	res.Added += len(c.add4) + len(c.add6) + len(c.addUp4) + len(c.addUp6) + len(c.addObj)
+	res.Removed += len(c.del4) + len(c.del6) + len(c.delUp4) + len(c.delUp6) + len(c.delCnt4) + len(c.delCnt6) + len(c.delObj)
+	res.Added += len(c.add4) + len(c.add6) + len(c.addUp4) + len(c.addUp6) + len(c.addCnt4) + len(c.addCnt6) + len(c.addObj)
 	t, err := c.txn()
 	if err != nil {
 		return err

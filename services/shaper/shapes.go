@@ -374,6 +374,19 @@ func setChange(old *record, op parsed, rec *record, p parsed) *nftChange {
 		if op.p6.IsValid() && (op.p6 != p.p6 || old.Class != rec.Class) {
 			c.del6 = elems6(op.p6, old.Class)
 		}
+		// The count elements go with their address only.
+		if op.ip != p.ip {
+			c.delCnt4 = cntElems4(op.ip)
+		}
+		if op.p6.IsValid() && op.p6 != p.p6 {
+			c.delCnt6 = cntElems6(op.p6)
+		}
+	}
+	if old == nil || op.ip != p.ip {
+		c.addCnt4 = cntElems4(p.ip)
+	}
+	if p.p6.IsValid() && (old == nil || op.p6 != p.p6) {
+		c.addCnt6 = cntElems6(p.p6)
 	}
 	if old == nil || op.ip != p.ip || old.Class != rec.Class {
 		c.add4 = elems4(p.ip, rec.Class)
@@ -444,9 +457,10 @@ func (s *Service) Remove(ctx context.Context, in *api.ShapeRef) (*api.ShapeAnswe
 		return nil, storeErr(err)
 	}
 	op, _ := parseShape(&old.Shape)
-	c := &nftChange{del4: elems4(op.ip, old.Class)}
+	c := &nftChange{del4: elems4(op.ip, old.Class), delCnt4: cntElems4(op.ip)}
 	if op.p6.IsValid() {
 		c.del6 = elems6(op.p6, old.Class)
+		c.delCnt6 = cntElems6(op.p6)
 	}
 	delUp(c, op)
 	st.lensChange(c, op.p6, netip.Prefix{})
