@@ -226,7 +226,8 @@ func Run(ctx context.Context, cfg config.Config, opt Options) error {
 			return err
 		}
 		defer gns.Close()
-		svc := graph.New(graph.Deps{NC: nc, KV: kv, NS: gns, StateDir: filepath.Join(cfg.StateDir, "graph"), Log: log.With("service", graph.Name)})
+		svc := graph.New(graph.Deps{NC: nc, KV: kv, NS: gns, StateDir: filepath.Join(cfg.StateDir, "graph"),
+			SampleEvery: time.Duration(cfg.GraphSampleMS) * time.Millisecond, Log: log.With("service", graph.Name)})
 		run(graph.Name, svc.Run)
 	}
 	if cfg.Runs(system.Name) {

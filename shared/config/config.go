@@ -85,6 +85,11 @@ type Config struct {
 	// before it is undone, in seconds; 0 is 120 (the spec's). Tests
 	// shorten it. Example: 120.
 	BGPConfirmS int `json:"bgp_confirm_s"`
+	// GraphSampleMS is how often the graph service samples the traffic
+	// counters its graphs are drawn from, in milliseconds; 0 is 60000 (the
+	// spec's minute). Only tests shorten it: the graphs' periods are rows
+	// of this step. Example: 60000.
+	GraphSampleMS int `json:"graph_sample_ms"`
 	// NetworkDir is where netcfg renders the systemd-networkd files of the
 	// network document. Empty: /etc/systemd/network when netcfg works in
 	// routerd's own namespace, <state_dir>/netcfg/network when it works
@@ -183,6 +188,9 @@ func (c *Config) Validate() error {
 	}
 	if c.OLTStallSeconds < 0 || c.OLTRxMinDBm < -50 || c.OLTRxMaxDBm > 10 || (c.OLTRxMinDBm != 0 && c.OLTRxMaxDBm != 0 && c.OLTRxMinDBm >= c.OLTRxMaxDBm) {
 		errs = append(errs, errors.New("olt_stall_seconds must be 0 (default) or positive; olt_rx_min_dbm (from -50) must be below olt_rx_max_dbm (up to 10)"))
+	}
+	if c.GraphSampleMS < 0 {
+		errs = append(errs, fmt.Errorf("graph_sample_ms %d is negative", c.GraphSampleMS))
 	}
 	if c.OLTPollSeconds < -1 || c.OLTBackupHours < -1 || c.OLTBackupKeep < 0 {
 		errs = append(errs, errors.New("olt_poll_seconds and olt_backup_hours must be -1 (off), 0 (default) or positive; olt_backup_keep 0 or positive"))

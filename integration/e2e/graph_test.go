@@ -1,0 +1,100 @@
+package e2e
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"image/png"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// TestLabGraph: with samples every 500 ms (graph_sample_ms), GET
+// /graph/up0?period=hour answers 404 JSON until the first rates, then an
+// image/png; after bounded pings from the uplink its in curve (green)
+// shows; a bad period is 400 naming it.
+func TestLabGraph(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("end-to-end: routerd --lab needs root to create network namespaces")
+	}
+	prefix, state := uniquePrefix(), t.TempDir()
+	config := filepath.Join(t.TempDir(), "routerd.yaml")
+	if err := os.WriteFile(config, []byte("graph_sample_ms: 500\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := startLab(t, binary(t), prefix, state, "--config", config)
+
+	get := func(path string) (int, string, []byte) {
+		req, _ := http.NewRequest("GET", r.url+path, nil)
+		req.Header.Set("X-API-Key", r.key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, resp.Header.Get("Content-Type"), body
+	}
+	// green counts the PNG's pixels of the in curve's colour.
+	green := func(body []byte) (int, error) {
+		img, err := png.Decode(bytes.NewReader(body))
+		if err != nil {
+			return 0, err
+		}
+		n := 0
+		b := img.Bounds()
+		for y := b.Min.Y; y < b.Max.Y; y++ {
+			for x := b.Min.X; x < b.Max.X; x++ {
+				if r, g, b, _ := img.At(x, y).RGBA(); r == 0 && g == 200*0x101 && b == 0 {
+					n++
+				}
+			}
+		}
+		return n, nil
+	}
+
+	if st, ct, body := get("/graph/up0?period=fortnight"); st != 400 || ct != "application/json" || !bytes.Contains(body, []byte(`"period"`)) {
+		t.Fatalf("bad period: %d %s %s", st, ct, body)
+	}
+	eventually(t, 20*time.Second, func() error {
+		st, ct, body := get("/graph/up0?period=hour")
+		switch {
+		case st == 404 && ct == "application/json":
+			var e map[string]any
+			if json.Unmarshal(body, &e) != nil || e["error"] == nil {
+				t.Fatalf("404 without {error}: %s", body)
+			}
+			return fmt.Errorf("no samples yet: %s", body)
+		case st == 200 && ct == "image/png":
+			return nil
+		}
+		t.Fatalf("GET /graph/up0: %d %s %.300s", st, ct, body)
+		return nil
+	})
+	out, err := exec.Command("ip", "netns", "exec", prefix+"-uplink", "ping", "-q", "-c", "20", "-i", "0.1", "-s", "1400", "-W", "1", "198.18.0.2").CombinedOutput()
+	if err != nil {
+		t.Fatalf("ping: %v\n%s", err, out)
+	}
+	eventually(t, 20*time.Second, func() error {
+		st, ct, body := get("/graph/up0?period=hour")
+		if st != 200 || ct != "image/png" {
+			return fmt.Errorf("GET /graph/up0: %d %s %.300s", st, ct, body)
+		}
+		n, err := green(body)
+		if err != nil {
+			t.Fatalf("not a PNG: %v", err)
+		}
+		if n < 10 {
+			return fmt.Errorf("no in traffic drawn yet (%d green pixels)", n)
+		}
+		return nil
+	})
+	if st, _, body := get("/graph/nosuch9?period=hour"); st != 404 {
+		t.Errorf("unknown interface: %d %s", st, body)
+	}
+}
