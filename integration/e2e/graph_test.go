@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -17,7 +18,8 @@ import (
 // TestLabGraph: with samples every 500 ms (graph_sample_ms), GET
 // /graph/up0?period=hour answers 404 JSON until the first rates, then an
 // image/png; after bounded pings from the uplink its in curve (green)
-// shows; a bad period is 400 naming it.
+// shows; a bad period is 400 naming it; a shaped client's graph, asked
+// by its MAC in another format, shows its download.
 func TestLabGraph(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("end-to-end: routerd --lab needs root to create network namespaces")
@@ -97,4 +99,35 @@ func TestLabGraph(t *testing.T) {
 	if st, _, body := get("/graph/nosuch9?period=hour"); st != 404 {
 		t.Errorf("unknown interface: %d %s", st, body)
 	}
+
+	// A shaped client (the subscriber namespace's eth0 with its address):
+	// its graph by its MAC in another format, download drawn from the
+	// shaper's counters once it has pinged the gateway.
+	inSub := func(args ...string) string {
+		out, err := exec.Command("ip", append([]string{"netns", "exec", prefix + "-sub"}, args...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("%v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	mac := strings.TrimSpace(inSub("cat", "/sys/class/net/eth0/address"))
+	r.must("POST", "/plans", map[string]any{"name": "graph-plan", "down_mbps": 50, "up_mbps": 10}, 201)
+	r.must("POST", "/clients", map[string]any{"mac": mac, "ip": "10.77.0.62", "hostname": "graph-cpe", "plan": "graph-plan"}, 201)
+	inSub("ip", "addr", "replace", "10.77.0.62/24", "dev", "eth0")
+	dashed := strings.ToUpper(strings.ReplaceAll(mac, ":", "-"))
+	eventually(t, 30*time.Second, func() error {
+		inSub("ping", "-q", "-c", "5", "-i", "0.1", "-s", "1400", "-W", "1", "10.77.0.1")
+		st, ct, body := get("/graph/" + dashed + "?period=hour")
+		if st != 200 || ct != "image/png" {
+			return fmt.Errorf("GET /graph/%s: %d %s %.300s", dashed, st, ct, body)
+		}
+		n, err := green(body)
+		if err != nil {
+			t.Fatalf("not a PNG: %v", err)
+		}
+		if n < 10 {
+			return fmt.Errorf("no download drawn yet (%d green pixels)", n)
+		}
+		return nil
+	})
 }

@@ -558,9 +558,11 @@ func (s *Store) Span(level int) time.Duration {
 	return time.Duration(int64(l.Rows)*l.Factor) * s.step
 }
 
-// Read returns the series' rows of level ending with the step that holds
-// now (the finest level) or the last complete one (the others), oldest
-// first, one per row; ok is false when the series is unknown.
+// Read returns the series' rows of level, oldest first, one per row,
+// ending with the step that holds now: for a coarser level that step is
+// not complete, and its point is made from the finer levels' rows so far
+// (so a day graph shows the last minutes, and has data from the first
+// round on). ok is false when the series is unknown.
 func (s *Store) Read(name string, level int, now time.Time) (pts []Point, ok bool, err error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
@@ -570,31 +572,83 @@ func (s *Store) Read(name string, level int, now time.Time) (pts []Point, ok boo
 	}
 	a := s.levels[level]
 	nb := now.UnixNano() / int64(s.step)
-	last := nb
-	if level > 0 {
-		last = (nb+1)/a.Factor - 1
-	}
+	last := nb / a.Factor
 	pts = make([]Point, a.Rows)
-	buf := make([]byte, a.cell)
-	nan := math.NaN()
 	for i := range pts {
 		c := last - int64(a.Rows) + 1 + int64(i)
-		p := &pts[i]
-		p.Start = time.Unix(0, c*a.Factor*int64(s.step))
-		p.In, p.Out, p.InMax, p.OutMax = nan, nan, nan, nan
-		if !a.holds(c) || (c+1)*a.Factor-1 < s.born[j] {
-			continue
+		if c == last && level > 0 && !a.holds(c) {
+			pts[i], err = s.partial(j, level, c, nb)
+		} else {
+			pts[i], err = s.cell(j, level, c)
 		}
-		if _, err := a.f.ReadAt(buf, a.rowOff(int(c%int64(a.Rows)))+int64(j*a.cell)); err != nil {
+		if err != nil {
 			return nil, true, err
 		}
-		f := func(o int) float64 { return float64(math.Float32frombits(binary.LittleEndian.Uint32(buf[o:]))) }
-		p.In, p.Out = f(0), f(4)
-		p.InMax, p.OutMax = p.In, p.Out
-		if a.cell == 16 {
-			p.InMax, p.OutMax = f(8), f(12)
-		}
-		p.Known = !math.IsNaN(p.In) || !math.IsNaN(p.Out)
 	}
 	return pts, true, nil
+}
+
+// cell is slot j's point of step c of level (no data when the level does
+// not hold it, or it is before the series was born).
+func (s *Store) cell(j, level int, c int64) (Point, error) {
+	a := s.levels[level]
+	nan := math.NaN()
+	p := Point{Start: time.Unix(0, c*a.Factor*int64(s.step)), In: nan, Out: nan, InMax: nan, OutMax: nan}
+	if !a.holds(c) || (c+1)*a.Factor-1 < s.born[j] {
+		return p, nil
+	}
+	var buf [16]byte
+	if _, err := a.f.ReadAt(buf[:a.cell], a.rowOff(int(c%int64(a.Rows)))+int64(j*a.cell)); err != nil {
+		return p, err
+	}
+	f := func(o int) float64 { return float64(math.Float32frombits(binary.LittleEndian.Uint32(buf[o:]))) }
+	p.In, p.Out = f(0), f(4)
+	p.InMax, p.OutMax = p.In, p.Out
+	if a.cell == 16 {
+		p.InMax, p.OutMax = f(8), f(12)
+	}
+	p.Known = !math.IsNaN(p.In) || !math.IsNaN(p.Out)
+	return p, nil
+}
+
+// partial is slot j's point of step c of level, which holds base step nb
+// and is not complete: consolidated, as a complete one is, from the finer
+// level's steps up to nb (the last of them itself partial).
+func (s *Store) partial(j, level int, c, nb int64) (Point, error) {
+	a, fine := s.levels[level], s.levels[level-1]
+	ratio := a.Factor / fine.Factor
+	nan := math.NaN()
+	p := Point{Start: time.Unix(0, c*a.Factor*int64(s.step)), In: nan, Out: nan, InMax: nan, OutMax: nan}
+	var sum [2]float64
+	var n [2]int
+	for k := c * ratio; k < (c+1)*ratio && k*fine.Factor <= nb; k++ {
+		var q Point
+		var err error
+		if level-1 > 0 && !fine.holds(k) && k == nb/fine.Factor {
+			q, err = s.partial(j, level-1, k, nb)
+		} else {
+			q, err = s.cell(j, level-1, k)
+		}
+		if err != nil {
+			return p, err
+		}
+		for d, v := range [2][2]float64{{q.In, q.InMax}, {q.Out, q.OutMax}} {
+			if math.IsNaN(v[0]) {
+				continue
+			}
+			sum[d] += v[0]
+			n[d]++
+			if top := []*float64{&p.InMax, &p.OutMax}[d]; math.IsNaN(*top) || v[1] > *top {
+				*top = v[1]
+			}
+		}
+	}
+	if n[0] > 0 {
+		p.In = sum[0] / float64(n[0])
+	}
+	if n[1] > 0 {
+		p.Out = sum[1] / float64(n[1])
+	}
+	p.Known = n[0] > 0 || n[1] > 0
+	return p, nil
 }

@@ -186,3 +186,35 @@ func TestWraps(t *testing.T) {
 		t.Fatal("gap not NaN")
 	}
 }
+
+// TestPartialStep: a coarser level's step that holds now is made from
+// the finer rows so far, down to the minutes, so the day and year graphs
+// have data from the first rounds on.
+func TestPartialStep(t *testing.T) {
+	s, err := Open(t.TempDir(), time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var now time.Time
+	for i := range 23 {
+		now = t0.Add(time.Duration(i)*time.Minute + 30*time.Second)
+		if err := s.Write(now, []Sample{{Name: "x", In: float64(i * 1000), Out: 1}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	day, _, _ := s.Read("x", 1, now)
+	if p := day[len(day)-1]; !p.Known || p.In != 21000 || p.InMax != 22000 || !p.Start.Equal(t0.Add(20*time.Minute)) {
+		t.Fatalf("the day's current 5 minutes: %+v", p)
+	}
+	if p := day[len(day)-2]; p.In != 17000 || p.InMax != 19000 {
+		t.Fatalf("the day's last complete 5 minutes: %+v", p)
+	}
+	year, _, _ := s.Read("x", 4, now)
+	if p := year[len(year)-1]; !p.Known || p.InMax != 22000 || p.Out != 1 || !p.Start.Equal(t0) {
+		t.Fatalf("the year's current day: %+v", p)
+	}
+	if p := year[len(year)-2]; p.Known {
+		t.Fatalf("the day before the first sample: %+v", p)
+	}
+}
