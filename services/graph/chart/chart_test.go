@@ -80,3 +80,20 @@ func TestSummary(t *testing.T) {
 		t.Fatal(cur, avg, mx)
 	}
 }
+
+// BenchmarkDraw is one graph's drawing and PNG encoding (a day's 288
+// points).
+func BenchmarkDraw(b *testing.B) {
+	start := time.Date(2026, 11, 27, 10, 0, 0, 0, time.UTC)
+	step := 5 * time.Minute
+	g := &Graph{Title: "Interface eth0 - day", InName: "In", OutName: "Out", Start: start, End: start.Add(288 * step), Step: step}
+	for i := range 288 {
+		v := 3e6 + 2e6*math.Sin(float64(i)/20)
+		g.Points = append(g.Points, Point{T: start.Add(time.Duration(i) * step), In: v, Out: v / 3, InMax: v, OutMax: v / 3})
+	}
+	for b.Loop() {
+		if _, err := Draw(g); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

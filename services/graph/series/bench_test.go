@@ -13,7 +13,7 @@ import (
 // beside its near-limit: the same bytes written by one os.WriteFile and
 // synced.
 func BenchmarkRound(b *testing.B) {
-	for _, n := range []int{1_000, 100_000} {
+	for _, n := range []int{1_000, 10_000, 100_000} {
 		xs := make([]Sample, n)
 		for i := range xs {
 			xs[i] = Sample{Name: fmt.Sprintf("mac:02:00:00:%02X:%02X:%02X", i>>16, (i>>8)&255, i&255), In: float64(i), Out: 1}
@@ -71,11 +71,23 @@ func BenchmarkRead(b *testing.B) {
 		}
 		at = at.Add(time.Minute)
 	}
-	for _, level := range []int{0, 4} {
+	for _, level := range []int{0, 1, 4} {
 		b.Run(Levels[level].Name, func(b *testing.B) {
 			for b.Loop() {
 				if _, ok, err := s.Read("s54321", level, at); !ok || err != nil {
 					b.Fatal(ok, err)
+				}
+			}
+		})
+		// The near-limit: the same values read from a file of their own.
+		b.Run("near-limit/"+Levels[level].Name, func(b *testing.B) {
+			path := filepath.Join(b.TempDir(), "one")
+			if err := os.WriteFile(path, make([]byte, Levels[level].Rows*cellOf(level)), 0o640); err != nil {
+				b.Fatal(err)
+			}
+			for b.Loop() {
+				if _, err := os.ReadFile(path); err != nil {
+					b.Fatal(err)
 				}
 			}
 		})
