@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"routerd.dev/proto/api"
 	"routerd.dev/shared/apierr"
 )
@@ -70,6 +72,7 @@ type counting struct {
 type pageEntry struct {
 	shape api.Shape
 	class uint32
+	base  *countBase
 	up4   upKey
 	up6   upKey // zero when none
 }
@@ -115,7 +118,7 @@ func (s *Service) Counters(ctx context.Context, in *api.ShapePageRequest) (*api.
 	page := make([]pageEntry, 0, end-i)
 	for _, id := range ids[i:end] {
 		r := s.state.recs[id]
-		e := pageEntry{shape: r.Shape, class: r.Class}
+		e := pageEntry{shape: r.Shape, class: r.Class, base: r.Base}
 		if p, err := parseShape(&r.Shape); err == nil {
 			e.up4 = upKey{p.ip, 0}
 			if p.p6.IsValid() {
@@ -139,6 +142,9 @@ func (s *Service) Counters(ctx context.Context, in *api.ShapePageRequest) (*api.
 	out := &api.ShapeCounterPage{Count: len(page), Counters: make([]api.ShapeCounter, len(page)), At: snap.at}
 	for j, e := range page {
 		c := snap.classes[e.shape.Iface][e.class]
+		if b := e.base; b != nil && c.bytes >= b.Bytes && c.packets >= b.Packets && c.drops >= b.Drops {
+			c.bytes, c.packets, c.drops = c.bytes-b.Bytes, c.packets-b.Packets, c.drops-b.Drops
+		}
 		u := snap.up[e.up4]
 		if e.up6.a.IsValid() {
 			u6 := snap.up[e.up6]
@@ -151,6 +157,37 @@ func (s *Service) Counters(ctx context.Context, in *api.ShapePageRequest) (*api.
 		out.Next = page[len(page)-1].shape.ID
 	}
 	return out, nil
+}
+
+// classBase reads what a spare class has counted (its earlier owner's
+// traffic; a spare carries none) for a subscriber taking it: one get of
+// the class, and of its leaf where the leaf may be fq_codel (which counts
+// the drops). Nil when it counted nothing, or when it cannot be read (the
+// subscriber then counts from the class's counters as they are).
+func (s *Service) classBase(is *ifaceS, cid uint32) *countBase {
+	if s.kstat == nil {
+		sock, err := newStatSock(s.deps.NS)
+		if err != nil {
+			s.deps.Log.Warn("counters of a spare class not read", "err", err)
+			return nil
+		}
+		s.kstat = sock
+	}
+	e, err := s.kstat.get(unix.RTM_GETTCLASS, is.k.index, groupQdisc(uint16(cid>>16)), cid)
+	if err != nil {
+		s.deps.Log.Warn("counters of a spare class not read", "class", fmt.Sprintf("%x:%x", cid>>16, cid&0xffff), "err", err)
+		return nil
+	}
+	b := &countBase{Bytes: e.count.bytes, Packets: e.count.packets, Drops: e.count.drops}
+	if s.k.leaf != "pfifo" {
+		if q, err := s.kstat.get(unix.RTM_GETQDISC, is.k.index, cid, 0); err == nil && q.kind == "fq_codel" {
+			b.Drops = q.count.drops
+		}
+	}
+	if *b == (countBase{}) {
+		return nil
+	}
+	return b
 }
 
 // read returns the snapshot, reading the kernel again when it is too old

@@ -2,7 +2,9 @@ package shaper_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -62,6 +64,22 @@ func shapesOrder(t *testing.T, env *testenv.Env) []string {
 		ids = append(ids, s.ID)
 	}
 	return ids
+}
+
+// storedClass is the class id the shaper's record of id holds.
+func storedClass(t *testing.T, env *testenv.Env, id string) uint32 {
+	t.Helper()
+	resp, err := env.KV.Get(context.Background(), "/router/shaper/shapes/"+url.PathEscape(id))
+	if err != nil || len(resp.Kvs) != 1 {
+		t.Fatalf("record of %s: %v %v", id, err, resp)
+	}
+	var r struct {
+		Class uint32 `json:"class"`
+	}
+	if err := json.Unmarshal(resp.Kvs[0].Value, &r); err != nil {
+		t.Fatal(err)
+	}
+	return r.Class
 }
 
 // runShaper runs the shaper in ns until stop (or the test's end).
@@ -196,13 +214,31 @@ func TestCounters(t *testing.T) {
 	after = up
 	t.Logf("a after upload %+v", after[a])
 
-	// Removed: gone from the next page at once.
+	// Removed: gone from the next page at once. Its class, which
+	// counted traffic to b, becomes a spare, and the next subscriber new
+	// on the interface takes it (the pool gives the last given back):
+	// d's counters start at zero all the same.
+	ping(t, l.up, "", "10.77.0.11", 10, 500)
+	grows(t, env, b, before[b], true, 10*528, 10)
+	bClass := storedClass(t, env, b)
 	if _, err := bus.Invoke(ctx, env.NC, api.ShaperRemove, &api.ShapeRef{ID: b}); err != nil {
 		t.Fatal(err)
 	}
 	got, _, _ := sweep(t, env, 2)
 	if _, ok := got[b]; ok || len(got) != 2 {
 		t.Errorf("after removing %s: %+v", b, got)
+	}
+	d := "02:00:00:00:00:0d"
+	if _, err := bus.Invoke(ctx, env.NC, api.ShaperSet, &api.Shape{ID: d, IP: "10.77.0.13", Iface: "sub0", Plan: "p100", DownMbps: 100, UpMbps: 100}); err != nil {
+		t.Fatal(err)
+	}
+	if dClass := storedClass(t, env, d); dClass != bClass {
+		t.Fatalf("d took class %x, not b's %x: the test does not show what it should", dClass, bClass)
+	}
+	time.Sleep(1100 * time.Millisecond)
+	got, _, _ = sweep(t, env, 2)
+	if x := got[d]; x.DownBytes != 0 || x.DownPackets != 0 || x.UpBytes != 0 {
+		t.Errorf("d, on b's class: %+v, want zeros", x)
 	}
 
 	// A restart: the reconcile finds the classes in place, and the
@@ -211,7 +247,10 @@ func TestCounters(t *testing.T) {
 	stop = runShaper(t, env, l.router)
 	time.Sleep(1100 * time.Millisecond)
 	got, _, _ = sweep(t, env, 5000)
-	if len(got) != 2 || got[a].DownBytes < after[a].DownBytes || got[a].DownPackets < after[a].DownPackets ||
+	if x := got[d]; x.DownBytes != 0 || x.DownPackets != 0 {
+		t.Errorf("d after the restart: %+v, want zeros", x)
+	}
+	if len(got) != 3 || got[a].DownBytes < after[a].DownBytes || got[a].DownPackets < after[a].DownPackets ||
 		got[a].UpBytes < after[a].UpBytes || got[a].UpPackets < after[a].UpPackets {
 		t.Errorf("after the restart: %+v (a had %+v)", got, after[a])
 	}

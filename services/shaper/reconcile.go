@@ -71,7 +71,7 @@ func (s *Service) Reconcile(ctx context.Context) (*ReconcileResult, error) {
 				res.Problems = append(res.Problems, fmt.Sprintf("%s: %v", r.ID, err))
 				continue
 			}
-			r.Class = cid
+			r.Class, r.Base = cid, nil
 			rewrite = append(rewrite, &r)
 		}
 		is.claim(r.Class, true)
@@ -96,12 +96,18 @@ func (s *Service) Reconcile(ctx context.Context) (*ReconcileResult, error) {
 	if err := s.nft.ensure(st.lensList()); err != nil {
 		return nil, err
 	}
+	var remade []*record // classes made again: their counters start at zero
 	for _, name := range sortedKeys(st.ifaces) {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		if err := s.reconcileIface(st.ifaces[name], res); err != nil {
+		if err := s.reconcileIface(st.ifaces[name], res, &remade); err != nil {
 			res.Problems = append(res.Problems, fmt.Sprintf("interface %s: %v", name, err))
+		}
+	}
+	if len(remade) > 0 {
+		if err := s.putRecords(ctx, remade, nil); err != nil {
+			return nil, err
 		}
 	}
 	if err := s.reconcileNft(res); err != nil {
@@ -116,8 +122,9 @@ func (s *Service) Reconcile(ctx context.Context) (*ReconcileResult, error) {
 // shaper's root that no subscriber has are its spares (kept as they are,
 // given a leaf when they lack one, and not counted as changes); groups
 // with no class at all are removed. The pool is then filled to its
-// target (res.SparesMade).
-func (s *Service) reconcileIface(is *ifaceS, res *ReconcileResult) error {
+// target (res.SparesMade). A subscriber whose class is made again loses
+// its counters' base (appended to remade, to be stored).
+func (s *Service) reconcileIface(is *ifaceS, res *ReconcileResult, remade *[]*record) error {
 	ik := is.k
 	want := map[uint32]*record{}
 	for _, r := range s.state.recs {
@@ -195,6 +202,10 @@ func (s *Service) reconcileIface(is *ifaceS, res *ReconcileResult) error {
 		case !ok || !groups[uint16(cid>>16)]:
 			if err := s.k.putSub(ik, cid, r.DownMbps, true); err != nil {
 				return fmt.Errorf("%s: %w", r.ID, err)
+			}
+			if r.Base != nil {
+				r.Base = nil
+				*remade = append(*remade, r)
 			}
 			res.Added++
 		case have != uint64(r.DownMbps)*1_000_000/8:

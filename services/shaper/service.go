@@ -53,8 +53,10 @@ type Service struct {
 	// tending of the spare classes (pool.go).
 	lastReq time.Time
 	kick    chan struct{}
-	// counts is the reading side of counters.page (counters.go).
+	// counts is the reading side of counters.page (counters.go); kstat
+	// the writer's socket for reading one class's counters (classBase).
 	counts counting
+	kstat  *statSock
 }
 
 // New builds the service with netlink and nftables handles in the target
@@ -91,6 +93,9 @@ func (s *Service) Run(ctx context.Context) error {
 		s.mu.Lock()
 		if s.batch != nil {
 			s.batch.close()
+		}
+		if s.kstat != nil {
+			s.kstat.close()
 		}
 		s.mu.Unlock()
 	}()

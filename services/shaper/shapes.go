@@ -28,6 +28,18 @@ type record struct {
 	// m its last octet + 1, equally valid; some also hold "node", their
 	// /24's node on the upload ifb: ignored.)
 	Class uint32 `json:"class"`
+	// Base is what the class had counted when the subscriber took it as
+	// a spare (its earlier owner's traffic): counters.page reports the
+	// class's counters less it, so a subscriber's counters start at zero.
+	// None when the class was made for the subscriber or counted nothing.
+	Base *countBase `json:"base,omitempty"`
+}
+
+// countBase is a class's counters at a moment.
+type countBase struct {
+	Bytes   uint64 `json:"bytes"`
+	Packets uint64 `json:"packets"`
+	Drops   uint64 `json:"drops"`
 }
 
 // planRecord is a plan's rates as last given by ShaperPlan:
@@ -237,11 +249,12 @@ func (s *Service) Set(ctx context.Context, in *api.Shape) (*api.ShapeAnswer, err
 	var pick classPick
 	switch {
 	case old != nil && old.Iface == in.Iface:
-		rec.Class = old.Class
+		rec.Class, rec.Base = old.Class, old.Base
 	default:
 		if sp, ok := is.popSpare(); ok {
 			pick.spare = &sp
 			rec.Class = sp.class
+			rec.Base = s.classBase(is, sp.class)
 			break
 		}
 		b, cid, fresh, err := is.slot()

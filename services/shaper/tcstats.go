@@ -55,6 +55,69 @@ func (s *statSock) close() {
 	}
 }
 
+// get asks the kernel for one class (RTM_GETTCLASS: parent its qdisc,
+// handle its id) or the qdisc under a class (RTM_GETQDISC: parent the
+// class, handle 0) and returns its entry. NLM_F_ECHO makes the kernel
+// answer a get to the asker (else it only notifies listeners).
+func (s *statSock) get(msgType uint16, ifindex int, parent, handle uint32) (tcEntry, error) {
+	req := nl.NewNetlinkRequest(int(msgType), unix.NLM_F_ECHO|unix.NLM_F_ACK)
+	req.AddData(&nl.TcMsg{Family: nl.FAMILY_ALL, Ifindex: int32(ifindex), Parent: parent, Handle: handle})
+	if err := unix.Sendto(s.fd, req.Serialize(), 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
+		return tcEntry{}, fmt.Errorf("netlink send: %w", err)
+	}
+	native := nl.NativeEndian()
+	var out tcEntry
+	found := false
+	for {
+		n, _, err := unix.Recvfrom(s.fd, s.buf, 0)
+		if err != nil {
+			return tcEntry{}, fmt.Errorf("netlink receive: %w", err)
+		}
+		msgs, err := syscall.ParseNetlinkMessage(s.buf[:n])
+		if err != nil {
+			return tcEntry{}, fmt.Errorf("netlink receive: %w", err)
+		}
+		for _, m := range msgs {
+			if m.Header.Seq != req.Seq {
+				continue
+			}
+			if m.Header.Type == unix.NLMSG_ERROR {
+				if len(m.Data) >= 4 {
+					if code := int32(native.Uint32(m.Data[:4])); code != 0 {
+						return tcEntry{}, fmt.Errorf("tc get: %w", syscall.Errno(-code))
+					}
+				}
+				if !found {
+					return tcEntry{}, fmt.Errorf("tc get: no answer")
+				}
+				return out, nil
+			}
+			if e, ok := parseTc(m.Data); ok {
+				out, found = e, true
+			}
+		}
+	}
+}
+
+// parseTc reads a class's or qdisc's message: struct tcmsg (family, pads,
+// ifindex, handle, parent, info), then its attributes.
+func parseTc(b []byte) (tcEntry, bool) {
+	if len(b) < 20 {
+		return tcEntry{}, false
+	}
+	native := nl.NativeEndian()
+	e := tcEntry{handle: native.Uint32(b[8:]), parent: native.Uint32(b[12:])}
+	eachAttr(b[20:], func(typ uint16, val []byte) {
+		switch typ {
+		case unix.TCA_KIND:
+			e.kind = cstring(val)
+		case unix.TCA_STATS2:
+			e.count = parseStats2(val)
+		}
+	})
+	return e, true
+}
+
 // tcEntry is one class or qdisc of a dump: its handle, its parent, its
 // kind and its counters.
 type tcEntry struct {
@@ -97,23 +160,14 @@ func (s *statSock) dump(msgType uint16, ifindex int, fn func(ix int, e tcEntry))
 				}
 				return nil
 			}
-			// struct tcmsg: family, pads, ifindex, handle, parent, info.
-			if len(m.Data) < 20 {
+			e, ok := parseTc(m.Data)
+			if !ok {
 				continue
 			}
 			ix := int(int32(native.Uint32(m.Data[4:])))
 			if ifindex != 0 && ix != ifindex {
 				continue
 			}
-			e := tcEntry{handle: native.Uint32(m.Data[8:]), parent: native.Uint32(m.Data[12:])}
-			eachAttr(m.Data[20:], func(typ uint16, val []byte) {
-				switch typ {
-				case unix.TCA_KIND:
-					e.kind = cstring(val)
-				case unix.TCA_STATS2:
-					e.count = parseStats2(val)
-				}
-			})
 			fn(ix, e)
 		}
 	}
