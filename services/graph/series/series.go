@@ -5,9 +5,16 @@
 //
 // Layout on disk (one directory):
 //
-//   - series.idx: one line per series, "name<TAB>born", in the order they
-//     came; a series' line number is its slot in every archive, born the
-//     first base step it has data for (cells of earlier rows are not its).
+//   - series.idx: lines "slot<TAB>name<TAB>born": the series' slot in every
+//     archive, and the first base step it has data for (cells of earlier
+//     rows are not its). A later line for a slot gives it to another
+//     series: a slot whose series had no sample for as long as the
+//     coarsest level covers (a year) holds none of its data any more and
+//     is taken by the next new series, so the slots are bounded by the
+//     series seen within a year, not by uptime. The file is rewritten
+//     with a line a slot when it has twice as many.
+//   - series.seen: each slot's latest sampled step, rewritten every five
+//     base steps (only used to tell when a slot is free).
 //   - <level>.rra, one per Level: a header (magic, base step, rows, cell
 //     size, slots per row), then one stamp per row (the step that row
 //     holds, 0 for none), then the rows: row = step mod rows, each row a
@@ -96,12 +103,15 @@ type Store struct {
 	dir  string
 	step time.Duration
 
-	mu     sync.RWMutex
-	idx    *os.File
-	slot   map[string]int
-	born   []int64 // per slot: first base step of the series
-	names  []string
-	levels []*archive
+	mu       sync.RWMutex
+	idx      *os.File
+	idxLines int
+	slot     map[string]int
+	born     []int64 // per slot: first base step of the series
+	seen     []int64 // per slot: latest base step with a sample
+	names    []string
+	free     []int // slots whose series has no data left in any level
+	levels   []*archive
 }
 
 // archive is one level's file.
@@ -197,21 +207,118 @@ func (s *Store) loadIndex() error {
 	sc := bufio.NewScanner(bytes.NewReader(data[:whole]))
 	sc.Buffer(nil, 1<<20)
 	for sc.Scan() {
-		name, born, ok := strings.Cut(sc.Text(), "\t")
-		b, err := strconv.ParseInt(born, 10, 64)
-		if !ok || err != nil {
-			f.Close()
-			return fmt.Errorf("series: %s line %d unreadable", path, len(s.names)+1)
+		s.idxLines++
+		f3 := strings.Split(sc.Text(), "\t")
+		var j int
+		var b int64
+		var err error
+		if len(f3) == 3 {
+			if j, err = strconv.Atoi(f3[0]); err == nil {
+				b, err = strconv.ParseInt(f3[2], 10, 64)
+			}
 		}
-		s.slot[name] = len(s.names)
-		s.names = append(s.names, name)
-		s.born = append(s.born, b)
+		if len(f3) != 3 || err != nil || j < 0 || j > len(s.names) {
+			f.Close()
+			return fmt.Errorf("series: %s line %d unreadable", path, s.idxLines)
+		}
+		s.put(j, f3[1], b)
 	}
+	s.loadSeen()
 	if _, err := f.Seek(0, 2); err != nil {
 		f.Close()
 		return err
 	}
 	s.idx = f
+	return nil
+}
+
+// put gives slot j to name, born at base step b: a slot taken again
+// drops the series it had.
+func (s *Store) put(j int, name string, b int64) {
+	if j == len(s.names) {
+		s.names = append(s.names, name)
+		s.born = append(s.born, b)
+		s.seen = append(s.seen, b)
+	} else {
+		if k, ok := s.slot[s.names[j]]; ok && k == j {
+			delete(s.slot, s.names[j])
+		}
+		s.names[j], s.born[j], s.seen[j] = name, b, b
+	}
+	s.slot[name] = j
+}
+
+// The slots' latest samples are kept in series.seen (8 bytes a slot),
+// rewritten (temporary file, rename) every 5 base steps: after a crash a
+// series looks up to that much older than it is, which only matters for
+// when its slot may be taken again, a year on.
+func (s *Store) loadSeen() {
+	data, _ := os.ReadFile(filepath.Join(s.dir, "series.seen"))
+	for j := 0; j < len(s.seen) && 8*j+8 <= len(data); j++ {
+		s.seen[j] = max(s.seen[j], int64(binary.LittleEndian.Uint64(data[8*j:])))
+	}
+}
+
+func (s *Store) saveSeen() error {
+	path := filepath.Join(s.dir, "series.seen")
+	data := make([]byte, 8*len(s.seen))
+	for j, v := range s.seen {
+		binary.LittleEndian.PutUint64(data[8*j:], uint64(v))
+	}
+	if err := os.WriteFile(path+".new", data, 0o640); err != nil {
+		return err
+	}
+	return os.Rename(path+".new", path)
+}
+
+// horizon is how many base steps the coarsest level covers: a series
+// without a sample for longer has no data left, and its slot is free.
+func horizon() int64 {
+	l := Levels[len(Levels)-1]
+	return l.Factor * int64(l.Rows)
+}
+
+// scanFree lists the slots free at base step n.
+func (s *Store) scanFree(n int64) {
+	s.free = s.free[:0]
+	for j := len(s.seen) - 1; j >= 0; j-- {
+		if s.seen[j] < n-horizon() {
+			s.free = append(s.free, j)
+		}
+	}
+}
+
+// compactIndex rewrites series.idx with one line a slot once it holds
+// twice as many lines (slots taken again append theirs).
+func (s *Store) compactIndex() error {
+	if s.idxLines <= 2*len(s.names)+1024 {
+		return nil
+	}
+	path := filepath.Join(s.dir, "series.idx")
+	var b []byte
+	for j, name := range s.names {
+		b = fmt.Appendf(b, "%d\t%s\t%d\n", j, name, s.born[j])
+	}
+	f, err := os.OpenFile(path+".new", os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o640)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(b)
+	if err == nil {
+		err = f.Sync()
+	}
+	if err == nil {
+		err = os.Rename(path+".new", path)
+	}
+	if err == nil {
+		err = syncDir(s.dir)
+	}
+	if err != nil {
+		f.Close()
+		return err
+	}
+	s.idx.Close()
+	s.idx, s.idxLines = f, len(s.names)
 	return nil
 }
 
@@ -398,6 +505,7 @@ func (s *Store) Write(t time.Time, samples []Sample) error {
 		binary.LittleEndian.PutUint32(row[i:], nan)
 	}
 	for k, x := range samples {
+		s.seen[slots[k]] = n
 		i := slots[k] * a.cell
 		binary.LittleEndian.PutUint32(row[i:], math.Float32bits(float32(x.In)))
 		binary.LittleEndian.PutUint32(row[i+4:], math.Float32bits(float32(x.Out)))
@@ -405,7 +513,14 @@ func (s *Store) Write(t time.Time, samples []Sample) error {
 	if err := a.writeRow(n, row); err != nil {
 		return err
 	}
-	return s.consolidate(n)
+	if err := s.consolidate(n); err != nil {
+		return err
+	}
+	if (n+1)%Levels[1].Factor == 0 {
+		s.scanFree(n)
+		return errors.Join(s.saveSeen(), s.compactIndex())
+	}
+	return nil
 }
 
 // addSeries returns the samples' slots, giving the series not seen
@@ -423,11 +538,18 @@ func (s *Store) addSeries(samples []Sample, n int64) ([]int, error) {
 		if x.Name == "" || strings.ContainsAny(x.Name, "\t\n") {
 			return nil, fmt.Errorf("series: invalid series name %q", x.Name)
 		}
-		slots[k] = len(s.names)
-		s.slot[x.Name] = len(s.names)
-		s.names = append(s.names, x.Name)
-		s.born = append(s.born, n)
-		b = fmt.Appendf(b, "%s\t%d\n", x.Name, n)
+		j := len(s.names)
+		for len(s.free) > 0 {
+			f := s.free[len(s.free)-1]
+			s.free = s.free[:len(s.free)-1]
+			if s.seen[f] < n-horizon() {
+				j = f
+				break
+			}
+		}
+		slots[k] = j
+		s.put(j, x.Name, n)
+		b = fmt.Appendf(b, "%d\t%s\t%d\n", j, x.Name, n)
 		added++
 	}
 	if added == 0 {
@@ -439,6 +561,7 @@ func (s *Store) addSeries(samples []Sample, n int64) ([]int, error) {
 	if err := s.idx.Sync(); err != nil {
 		return nil, err
 	}
+	s.idxLines += added
 	for _, a := range s.levels {
 		if len(s.names) <= a.slots {
 			continue

@@ -218,3 +218,85 @@ func TestPartialStep(t *testing.T) {
 		t.Fatalf("the day before the first sample: %+v", p)
 	}
 }
+
+// TestSlotTakenAgain: a series without a sample for longer than the
+// coarsest level covers gives its slot to the next new series, which
+// sees none of the old data; the index says so after a restart.
+func TestSlotTakenAgain(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(dir, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := t0.Add(time.Millisecond)
+	if err := s.Write(at, []Sample{{Name: "old", In: 5, Out: 5}, {Name: "kept", In: 1, Out: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	// A year (of 1-second base steps) later, at the end of a 5-step: the
+	// slots are looked over.
+	n := (at.Add(time.Duration(horizon())*time.Second).UnixNano()/int64(time.Second)/5+1)*5 - 1
+	at = time.Unix(n, int64(time.Millisecond))
+	if err := s.Write(at, []Sample{{Name: "kept", In: 1, Out: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	at = at.Add(time.Second)
+	if err := s.Write(at, []Sample{{Name: "new", In: 9, Out: 9}, {Name: "kept", In: 1, Out: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	check := func(s *Store) {
+		t.Helper()
+		if s.Len() != 2 || s.Has("old") || s.slot["new"] != 0 || s.slot["kept"] != 1 {
+			t.Fatalf("slots: %v", s.slot)
+		}
+		for level := range Levels {
+			pts, _, _ := s.Read("new", level, at)
+			for i, p := range pts {
+				if p.Known && (i != len(pts)-1 || p.In != 9) {
+					t.Fatalf("level %d point %d of the new series: %+v", level, i, p)
+				}
+			}
+		}
+	}
+	check(s)
+	s.Close()
+	s, err = Open(dir, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	check(s)
+}
+
+// TestIndexCompacted: the index rewritten with a line a slot reads back
+// the same, and takes appends after it.
+func TestIndexCompacted(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(dir, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := t0.Add(time.Millisecond)
+	if err := s.Write(at, []Sample{{Name: "a", In: 1}, {Name: "b", In: 2}}); err != nil {
+		t.Fatal(err)
+	}
+	s.idxLines = 5000 // as after many slots taken again
+	if err := s.compactIndex(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Write(at.Add(time.Second), []Sample{{Name: "c", In: 3}}); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	raw, _ := os.ReadFile(filepath.Join(dir, "series.idx"))
+	if want := fmt.Sprintf("0\ta\t%d\n1\tb\t%d\n2\tc\t%d\n", at.Unix(), at.Unix(), at.Unix()+1); string(raw) != want {
+		t.Fatalf("index:\n%q\nwant\n%q", raw, want)
+	}
+	s, err = Open(dir, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if s.Len() != 3 || s.slot["c"] != 2 || s.idxLines != 3 {
+		t.Fatalf("after reopening: %v, %d lines", s.slot, s.idxLines)
+	}
+}
