@@ -45,7 +45,8 @@ const (
 
 // countSnap is one read of the kernel's counters.
 type countSnap struct {
-	at      time.Time
+	at      time.Time                     // when the read began
+	done    time.Time                     // when it ended
 	classes map[string]map[uint32]tcCount // interface -> class id -> counters
 	up      map[upKey]elemCount           // count element -> its counter
 	lens    []int                         // the IPv6 lengths whose sets were read
@@ -128,10 +129,7 @@ func (s *Service) Counters(ctx context.Context, in *api.ShapePageRequest) (*api.
 		page = append(page, e)
 	}
 	more := end < len(ids)
-	ifaces := make(map[string]int, len(s.state.ifaces))
-	for name, is := range s.state.ifaces {
-		ifaces[name] = is.k.index
-	}
+	ifaces := sortedKeys(s.state.ifaces)
 	lens := s.state.lensList()
 	s.mu.Unlock()
 
@@ -191,21 +189,20 @@ func (s *Service) classBase(is *ifaceS, cid uint32) *countBase {
 }
 
 // read returns the snapshot, reading the kernel again when it is too old
-// for a first page (first) or a later one, or lacks an interface or a
-// prefix length.
-func (c *counting) read(s *Service, ifaces map[string]int, lens []int, first bool) (*countSnap, error) {
+// for a first page (first) or a later one (its age counted from the end
+// of its read), or lacks an interface or a prefix length.
+func (c *counting) read(s *Service, ifaces []string, lens []int, first bool) (*countSnap, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if sn := c.snap; sn != nil {
-		age := time.Since(sn.at)
+		age := time.Since(sn.done)
 		ok := age < sweepReuse && (!first || age < firstPageReuse)
-		for name := range ifaces {
+		for _, name := range ifaces {
 			if _, has := sn.classes[name]; !has {
 				ok = false
 			}
 		}
-		ok = ok && slices.Equal(sn.lens, lens)
-		if ok {
+		if ok && slices.Equal(sn.lens, lens) {
 			return sn, nil
 		}
 	}
@@ -223,11 +220,12 @@ func (c *counting) read(s *Service, ifaces map[string]int, lens []int, first boo
 		}
 		c.nf = nf
 	}
-	sn := &countSnap{at: time.Now().UTC(), classes: make(map[string]map[uint32]tcCount, len(ifaces)),
-		up: map[upKey]elemCount{}, lens: lens}
-	byIndex := make(map[int]bool, len(ifaces))
-	for _, ix := range ifaces {
-		byIndex[ix] = true
+	what := s.countPlan()
+	sn := &countSnap{at: time.Now().UTC(), classes: make(map[string]map[uint32]tcCount, len(what.ifaces)),
+		up: make(map[upKey]elemCount, len(what.keys[0])*2), lens: what.lens}
+	byIndex := make(map[int]bool, len(what.ifaces))
+	for _, w := range what.ifaces {
+		byIndex[w.index] = true
 	}
 	// One dump of qdiscs for every interface: the fq_codel leaves' drops
 	// (none where HTB's own pfifo is the leaf: those have no handle and
@@ -236,12 +234,12 @@ func (c *counting) read(s *Service, ifaces map[string]int, lens []int, first boo
 	if err != nil {
 		return nil, err
 	}
-	for name, ix := range ifaces {
-		cls, err := c.sock.classCounts(ix)
+	for name, w := range what.ifaces {
+		cls, err := c.sock.classCounts(w.index, w.groups)
 		if err != nil {
 			return nil, err
 		}
-		for cid, d := range drops[ix] {
+		for cid, d := range drops[w.index] {
 			if cc, ok := cls[cid]; ok {
 				cc.drops = d
 				cls[cid] = cc
@@ -249,27 +247,70 @@ func (c *counting) read(s *Service, ifaces map[string]int, lens []int, first boo
 		}
 		sn.classes[name] = cls
 	}
-	sets := []upKey{{bits: 0}}
-	for _, l := range lens {
-		sets = append(sets, upKey{bits: l})
-	}
-	for _, set := range sets {
+	for _, bits := range append([]int{0}, what.lens...) {
 		name := setCnt4
-		if set.bits > 0 {
-			name = cnt6Set(set.bits)
+		if bits > 0 {
+			name = cnt6Set(bits)
 		}
-		els, err := c.nf.elemCounts(name)
+		els, err := c.nf.elemCountsOf(name, what.keys[bits])
 		if err != nil {
-			return nil, fmt.Errorf("listing %s: %w", name, err)
+			return nil, fmt.Errorf("reading %s: %w", name, err)
 		}
 		for k, v := range els {
 			if a, ok := netip.AddrFromSlice([]byte(k)); ok {
-				sn.up[upKey{a, set.bits}] = v
+				sn.up[upKey{a, bits}] = v
 			}
 		}
 	}
+	sn.done = time.Now()
 	c.snap = sn
+	s.deps.Log.Debug("counters read", "subscribers", len(what.keys[0]), "took", sn.done.Sub(sn.at).Round(time.Millisecond))
 	return sn, nil
+}
+
+// countWhat is what a read of the counters asks the kernel for: each
+// interface's groups, and the count sets' keys (IPv4 under 0, each IPv6
+// length's masked prefixes under it).
+type countWhat struct {
+	ifaces map[string]ifaceGroups
+	keys   map[int][][]byte
+	lens   []int
+}
+
+type ifaceGroups struct {
+	index  int
+	groups []uint16
+}
+
+// countPlan copies what a read needs from the state (under the writer's
+// lock, briefly: the addresses are parsed after it).
+func (s *Service) countPlan() countWhat {
+	s.mu.Lock()
+	w := countWhat{ifaces: make(map[string]ifaceGroups, len(s.state.ifaces)), keys: map[int][][]byte{}, lens: s.state.lensList()}
+	for name, is := range s.state.ifaces {
+		g := make([]uint16, 0, len(is.bins))
+		for id := range is.bins {
+			g = append(g, id)
+		}
+		slices.Sort(g)
+		w.ifaces[name] = ifaceGroups{index: is.k.index, groups: g}
+	}
+	addrs := make([][2]string, 0, len(s.state.recs))
+	for _, r := range s.state.recs {
+		addrs = append(addrs, [2]string{r.IP, r.Prefix6})
+	}
+	s.mu.Unlock()
+	for _, a := range addrs {
+		if ip, err := netip.ParseAddr(a[0]); err == nil && ip.Is4() {
+			b := ip.As4()
+			w.keys[0] = append(w.keys[0], b[:])
+		}
+		if p, err := netip.ParsePrefix(a[1]); err == nil && p.Addr().Is6() {
+			b := p.Masked().Addr().As16()
+			w.keys[p.Bits()] = append(w.keys[p.Bits()], b[:])
+		}
+	}
+	return w
 }
 
 func (c *counting) close() {

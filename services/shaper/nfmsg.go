@@ -20,7 +20,8 @@ import (
 // together. The library still marshals the ordinary expressions and reads
 // the download maps.
 type nfSock struct {
-	fd int
+	fd   int
+	rbuf []byte // gets' answers (elemCountsOf)
 }
 
 func newNfSock(ns *netns.NS) (*nfSock, error) {
@@ -477,10 +478,99 @@ const (
 	nftaSetElemExprs = 11 // NFTA_SET_ELEM_EXPRESSIONS
 )
 
-// elemCounts lists the elements of one of the table's count sets: key ->
-// what the element's counter holds.
+// elemCounts lists the elements of one of the table's count sets (one
+// dump): key -> what the element's counter holds.
 func (s *nfSock) elemCounts(set string) (map[string]elemCount, error) {
 	out := map[string]elemCount{}
+	err := s.dump(unix.NFT_MSG_GETSETELEM, func(a []byte) { parseElemCounts(a, out) },
+		attr(unix.NFTA_SET_ELEM_LIST_TABLE, str(tableName)), attr(unix.NFTA_SET_ELEM_LIST_SET, str(set)))
+	return out, err
+}
+
+// getChunk is how many elements one get names: each is answered by a
+// message of its own, which the receive buffer must hold.
+const getChunk = 256
+
+// elemCountsOf reads the counters of the elements keys of count set set
+// by gets naming them (getChunk a request), each element a lookup. A dump
+// would cost the kernel in proportion to the square of the set's
+// elements: each part of a dump (at most 32 KB) walks the set from its
+// start again, skipping what was sent (nft_rhash_walk; measured with
+// `nft list set` of a counted set: 25,000 elements 0.19 s, 100,000 1.3 s,
+// 200,000 4.3 s). A key the set does not hold (its subscriber removed
+// since) stops the kernel there: the keys of that request not yet
+// answered are asked one at a time, the missing ones left out.
+func (s *nfSock) elemCountsOf(set string, keys [][]byte) (map[string]elemCount, error) {
+	out := make(map[string]elemCount, len(keys))
+	for len(keys) > 0 {
+		n := min(getChunk, len(keys))
+		err := s.getElems(set, keys[:n], out)
+		if err != nil && !errors.Is(err, unix.ENOENT) {
+			return nil, err
+		}
+		if err != nil {
+			for _, k := range keys[:n] {
+				if _, ok := out[string(k)]; ok {
+					continue
+				}
+				if err := s.getElems(set, [][]byte{k}, out); err != nil && !errors.Is(err, unix.ENOENT) {
+					return nil, err
+				}
+			}
+		}
+		keys = keys[n:]
+	}
+	return out, nil
+}
+
+// getElems asks for the elements keys of set and puts their counters in
+// out; the acknowledgement ends the answers.
+func (s *nfSock) getElems(set string, keys [][]byte, out map[string]elemCount) error {
+	list := nested(unix.NFTA_SET_ELEM_LIST_ELEMENTS)
+	for _, k := range keys {
+		le := list.AddRtAttr(unix.NFTA_LIST_ELEM|unix.NLA_F_NESTED, nil)
+		kk := le.AddRtAttr(unix.NFTA_SET_ELEM_KEY|unix.NLA_F_NESTED, nil)
+		kk.AddRtAttr(unix.NFTA_DATA_VALUE, k)
+	}
+	req := nl.NewNetlinkRequest(unix.NFNL_SUBSYS_NFTABLES<<8|unix.NFT_MSG_GETSETELEM, unix.NLM_F_REQUEST|unix.NLM_F_ACK)
+	req.AddData(nfgen{family: unix.NFPROTO_INET})
+	req.AddData(attr(unix.NFTA_SET_ELEM_LIST_TABLE, str(tableName)))
+	req.AddData(attr(unix.NFTA_SET_ELEM_LIST_SET, str(set)))
+	req.AddData(list)
+	if err := unix.Sendto(s.fd, req.Serialize(), 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
+		return fmt.Errorf("nf_tables send: %w", err)
+	}
+	if s.rbuf == nil {
+		s.rbuf = make([]byte, 1<<20)
+	}
+	for {
+		msgs, err := s.recv(s.rbuf, 0)
+		if err != nil {
+			return err
+		}
+		for _, m := range msgs {
+			if m.Header.Seq != req.Seq {
+				continue
+			}
+			if m.Header.Type == unix.NLMSG_ERROR {
+				if len(m.Data) >= 4 {
+					if code := int32(nl.NativeEndian().Uint32(m.Data[:4])); code != 0 {
+						return fmt.Errorf("nf_tables get: %w", syscall.Errno(-code))
+					}
+				}
+				return nil
+			}
+			if len(m.Data) > 4 {
+				parseElemCounts(m.Data[4:], out)
+			}
+		}
+	}
+}
+
+// parseElemCounts reads a message's element list: each element's key and
+// its counter expression's bytes and packets (NFTA_SET_ELEM_EXPR when it
+// has one expression, NFTA_SET_ELEM_EXPRESSIONS for a list).
+func parseElemCounts(a []byte, out map[string]elemCount) {
 	counter := func(e []byte, c *elemCount) {
 		isCounter := false
 		eachAttr(e, func(typ uint16, v []byte) {
@@ -502,33 +592,32 @@ func (s *nfSock) elemCounts(set string) (map[string]elemCount, error) {
 			}
 		})
 	}
-	err := s.dump(unix.NFT_MSG_GETSETELEM, func(a []byte) {
-		eachAttr(a, func(typ uint16, val []byte) {
-			if typ != unix.NFTA_SET_ELEM_LIST_ELEMENTS {
-				return
-			}
-			eachAttr(val, func(_ uint16, le []byte) {
-				var key []byte
-				var c elemCount
-				eachAttr(le, func(typ uint16, v []byte) {
-					switch typ {
-					case unix.NFTA_SET_ELEM_KEY:
-						eachAttr(v, func(t uint16, k []byte) {
-							if t == unix.NFTA_DATA_VALUE {
-								key = k
-							}
-						})
-					case unix.NFTA_SET_ELEM_EXPR: // one expression
-						counter(v, &c)
-					case nftaSetElemExprs: // a list of them
-						eachAttr(v, func(_ uint16, e []byte) { counter(e, &c) })
-					}
-				})
-				out[string(key)] = c
+	eachAttr(a, func(typ uint16, val []byte) {
+		if typ != unix.NFTA_SET_ELEM_LIST_ELEMENTS {
+			return
+		}
+		eachAttr(val, func(_ uint16, le []byte) {
+			var key []byte
+			var c elemCount
+			eachAttr(le, func(typ uint16, v []byte) {
+				switch typ {
+				case unix.NFTA_SET_ELEM_KEY:
+					eachAttr(v, func(t uint16, k []byte) {
+						if t == unix.NFTA_DATA_VALUE {
+							key = k
+						}
+					})
+				case unix.NFTA_SET_ELEM_EXPR:
+					counter(v, &c)
+				case nftaSetElemExprs:
+					eachAttr(v, func(_ uint16, e []byte) { counter(e, &c) })
+				}
 			})
+			if key != nil {
+				out[string(key)] = c
+			}
 		})
-	}, attr(unix.NFTA_SET_ELEM_LIST_TABLE, str(tableName)), attr(unix.NFTA_SET_ELEM_LIST_SET, str(set)))
-	return out, err
+	})
 }
 
 // elemCount is one count element's counter.

@@ -127,11 +127,12 @@ type tcEntry struct {
 }
 
 // dump runs RTM_GETTCLASS or RTM_GETQDISC as a dump of the device
-// ifindex (classes: the kernel's own filter) or of every device (ifindex
-// 0: qdiscs) and calls fn for each entry with its device.
-func (s *statSock) dump(msgType uint16, ifindex int, fn func(ix int, e tcEntry)) error {
+// ifindex (classes: the kernel's own filter; with parent, only the
+// classes of the qdisc parent) or of every device (ifindex 0: qdiscs) and
+// calls fn for each entry with its device.
+func (s *statSock) dump(msgType uint16, ifindex int, parent uint32, fn func(ix int, e tcEntry)) error {
 	req := nl.NewNetlinkRequest(int(msgType), unix.NLM_F_DUMP)
-	req.AddData(&nl.TcMsg{Family: nl.FAMILY_ALL, Ifindex: int32(ifindex)})
+	req.AddData(&nl.TcMsg{Family: nl.FAMILY_ALL, Ifindex: int32(ifindex), Parent: parent})
 	if err := unix.Sendto(s.fd, req.Serialize(), 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
 		return fmt.Errorf("netlink send: %w", err)
 	}
@@ -202,16 +203,27 @@ func parseStats2(b []byte) tcCount {
 	return c
 }
 
-// classCounts reads every HTB class of the device ifindex in one dump:
-// class id -> counters. The shaper's group classes (7264:G) are left out.
-func (s *statSock) classCounts(ifindex int) (map[uint32]tcCount, error) {
-	out := map[uint32]tcCount{}
-	err := s.dump(unix.RTM_GETTCLASS, ifindex, func(_ int, e tcEntry) {
-		if e.kind == "htb" && e.handle>>16 != major {
-			out[e.handle] = e.count
+// classCounts reads the subscriber and spare classes of the device
+// ifindex, one dump per group G (the classes of qdisc G:): class id ->
+// counters. One dump of the whole device would cost the kernel in
+// proportion to the square of its classes: each part of a dump (at most
+// 32 KB, some 130 classes) walks every qdisc of the device again, HTB's
+// 25,000 default leaves among them at 25,000 subscribers (measured: 0.5 s
+// for one such device), while a dump naming its qdisc finds it by one
+// bucket of the device's qdisc hash.
+func (s *statSock) classCounts(ifindex int, groups []uint16) (map[uint32]tcCount, error) {
+	out := make(map[uint32]tcCount, len(groups)*binSlots)
+	for _, g := range groups {
+		err := s.dump(unix.RTM_GETTCLASS, ifindex, groupQdisc(g), func(_ int, e tcEntry) {
+			if e.kind == "htb" && e.handle>>16 == uint32(g) {
+				out[e.handle] = e.count
+			}
+		})
+		if err != nil {
+			return nil, err
 		}
-	})
-	return out, err
+	}
+	return out, nil
 }
 
 // leafDrops reads the drops of the fq_codel leaves of the devices in
@@ -221,7 +233,7 @@ func (s *statSock) classCounts(ifindex int) (map[uint32]tcCount, error) {
 // leaf alone, which counts the refused ones too.
 func (s *statSock) leafDrops(ifaces map[int]bool) (map[int]map[uint32]uint64, error) {
 	out := map[int]map[uint32]uint64{}
-	err := s.dump(unix.RTM_GETQDISC, 0, func(ix int, e tcEntry) {
+	err := s.dump(unix.RTM_GETQDISC, 0, 0, func(ix int, e tcEntry) {
 		if e.kind != "fq_codel" || !ifaces[ix] {
 			return
 		}
