@@ -131,3 +131,84 @@ func TestLabGraph(t *testing.T) {
 		return nil
 	})
 }
+
+// TestLabOLTGraph: with samples every 500 ms the lab's simulated OLT's
+// counters are read and GET /graph/oltport (a PON port, a card, an
+// uplink) and /graph/ont (traffic and errors) answer image/png with the
+// traffic drawn; bad parameters are 400 naming the field, an unknown OLT
+// 404.
+func TestLabOLTGraph(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("end-to-end: routerd --lab needs root to create network namespaces")
+	}
+	prefix, state := uniquePrefix(), t.TempDir()
+	config := filepath.Join(t.TempDir(), "routerd.yaml")
+	if err := os.WriteFile(config, []byte("graph_sample_ms: 500\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := startLab(t, binary(t), prefix, state, "--config", config)
+	get := func(path string) (int, string, []byte) {
+		req, _ := http.NewRequest("GET", r.url+path, nil)
+		req.Header.Set("X-API-Key", r.key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, resp.Header.Get("Content-Type"), body
+	}
+
+	// An ONT on PON port 0/1/0, from the lab OLT's autofind list.
+	m := r.must("POST", "/olt/autofind", map[string]any{"olt": "lab"}, 200)
+	sn := m["result"].(map[string]any)["onts"].([]any)[0].(map[string]any)["sn"].(string)
+	r.must("GET", "/api?action=olt-vlan-add&olt=lab&vlan=200&uplinks=0/3/0", nil, 200)
+	m = r.must("POST", "/olt/ont-add", map[string]any{"olt": "lab", "port": "0/1/0", "sn": sn, "vlan": 200, "down_kbps": 10000, "up_kbps": 5000}, 200)
+	ont := fmt.Sprint(m["result"].(map[string]any)["ont_id"])
+
+	for path, field := range map[string]string{
+		"/graph/oltport?olt=lab":                             "port",
+		"/graph/oltport?olt=lab&port=0/1/0&period=fortnight": "period",
+		"/graph/oltport?olt=lab&port=0/1/0&pon=2":            "pon",
+		"/graph/ont?olt=lab&port=0/1/0&ont=0&what=bogus":     "what",
+		"/graph/ont?olt=lab&port=0/1/0":                      "ont",
+	} {
+		if st, _, body := get(path); st != 400 || !bytes.Contains(body, []byte(`"`+field+`"`)) {
+			t.Errorf("%s: %d %s", path, st, body)
+		}
+	}
+	drawn := func(path string, minGreen int) {
+		t.Helper()
+		eventually(t, 30*time.Second, func() error {
+			st, ct, body := get(path)
+			if st != 200 || ct != "image/png" {
+				return fmt.Errorf("GET %s: %d %s %.300s", path, st, ct, body)
+			}
+			img, err := png.Decode(bytes.NewReader(body))
+			if err != nil {
+				t.Fatalf("%s: not a PNG: %v", path, err)
+			}
+			n := 0
+			b := img.Bounds()
+			for y := b.Min.Y; y < b.Max.Y; y++ {
+				for x := b.Min.X; x < b.Max.X; x++ {
+					if r, g, b, _ := img.At(x, y).RGBA(); r == 0 && g == 200*0x101 && b == 0 {
+						n++
+					}
+				}
+			}
+			if n < minGreen {
+				return fmt.Errorf("%s: %d green pixels", path, n)
+			}
+			return nil
+		})
+	}
+	drawn("/graph/oltport?olt=lab&port=0/1/0&period=hour", 10)
+	drawn("/graph/oltport?olt=lab&port=0/1&period=quarter", 1)
+	drawn("/graph/oltport?olt=lab&port=0/3/0&pon=0&period=hour", 10)
+	drawn("/graph/ont?olt=lab&port=0/1/0&ont="+ont+"&period=hour", 10)
+	drawn("/graph/ont?olt=lab&port=0/1/0&ont="+ont+"&what=errors&period=2years", 0)
+	if st, ct, body := get("/graph/oltport?olt=nosuch&port=0/1/0"); st != 404 || ct != "application/json" {
+		t.Errorf("unknown OLT: %d %s %s", st, ct, body)
+	}
+}

@@ -55,6 +55,9 @@ type Graph struct {
 	Start, End      time.Time
 	Step            time.Duration
 	Points          []Point
+	// Unit follows the values' SI prefix: "" is bits per second ("b/s");
+	// error counters are drawn in "frames/s".
+	Unit string
 }
 
 // Scale is the y axis's top in bits per second for the points: a round
@@ -102,6 +105,10 @@ func Draw(g *Graph) ([]byte, error) {
 	fill(img, img.Bounds(), bg)
 	fill(img, image.Rect(Left, Top, Left+PlotW, Top+PlotH), plotBg)
 	top := Scale(g.Points)
+	unit := g.Unit
+	if unit == "" {
+		unit = "b/s"
+	}
 	d := &font.Drawer{Dst: img, Src: image.NewUniform(ink), Face: basicfont.Face7x13}
 
 	// Grid and y labels: five lines, the scale's quarters.
@@ -109,7 +116,7 @@ func Draw(g *Graph) ([]byte, error) {
 		v := top * float64(i) / 4
 		y := Y(v, top)
 		hline(img, Left, Left+PlotW, y, gridC)
-		label := SI(v) + "b/s"
+		label := SI(v) + unit
 		text(d, Left-6-d.MeasureString(label).Round(), y+4, label)
 	}
 	// Time ticks and labels.
@@ -178,7 +185,7 @@ func Draw(g *Graph) ([]byte, error) {
 		cur, avg, mx := Summary(g.Points, dir.avg, dir.max)
 		fill(img, image.Rect(Left, y-9, Left+10, y+1), dir.c)
 		text(d, Left+16, y, fmt.Sprintf("%-9s current %10s   average %10s   max %10s",
-			dir.name, rate(cur), rate(avg), rate(mx)))
+			dir.name, rate(cur, unit), rate(avg, unit), rate(mx, unit)))
 		y += 16
 	}
 	var out bytes.Buffer
@@ -216,11 +223,11 @@ func Summary(pts []Point, avg, mx func(Point) float64) (cur, mean, top float64) 
 	return cur, mean, top
 }
 
-func rate(v float64) string {
+func rate(v float64, unit string) string {
 	if math.IsNaN(v) {
 		return "-"
 	}
-	return SI(v) + "b/s"
+	return SI(v) + unit
 }
 
 // SI writes v with an SI prefix and three significant digits at most:

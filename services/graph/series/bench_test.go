@@ -19,7 +19,7 @@ func BenchmarkRound(b *testing.B) {
 			xs[i] = Sample{Name: fmt.Sprintf("mac:02:00:00:%02X:%02X:%02X", i>>16, (i>>8)&255, i&255), In: float64(i), Out: 1}
 		}
 		b.Run(fmt.Sprintf("series=%d", n), func(b *testing.B) {
-			s, err := Open(b.TempDir(), time.Minute)
+			s, err := Open(b.TempDir(), time.Minute, Levels)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -59,7 +59,7 @@ func BenchmarkRead(b *testing.B) {
 	for i := range xs {
 		xs[i] = Sample{Name: fmt.Sprint("s", i), In: float64(i), Out: 1}
 	}
-	s, err := Open(b.TempDir(), time.Minute)
+	s, err := Open(b.TempDir(), time.Minute, Levels)
 	if err != nil {
 		b.Fatal(err)
 	}

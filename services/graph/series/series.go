@@ -43,6 +43,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -56,8 +57,9 @@ type Level struct {
 	Rows   int
 }
 
-// Levels are the archives, finest first; each coarser one is made from
-// the one before it (Factor a multiple of the previous one's). With the
+// Levels are the archives of the router's own series (interfaces,
+// clients), finest first; each coarser one is made from the one before
+// it (Factor a multiple of the previous one's, the first 1). With the
 // base step of a minute: 3 hours of minutes, a day of 5 minutes, a week
 // of 30 minutes, 31 days of 2 hours, 366 days of a day.
 var Levels = []Level{
@@ -68,15 +70,30 @@ var Levels = []Level{
 	{"year", 1440, 366},
 }
 
-// LevelIndex is the level of a name, or -1.
-func LevelIndex(name string) int {
-	for i, l := range Levels {
-		if l.Name == name {
+// LongLevels are the OLTs' series' archives: Levels with a quarter (92
+// days of 6 hours) and two years (732 days of 2 days).
+var LongLevels = []Level{
+	{"hour", 1, 180},
+	{"day", 5, 288},
+	{"week", 30, 336},
+	{"month", 120, 372},
+	{"quarter", 360, 368},
+	{"year", 1440, 366},
+	{"2years", 2880, 366},
+}
+
+// Level is the index of the level named name, or -1.
+func (s *Store) Level(name string) int {
+	for i, a := range s.levels {
+		if a.Name == name {
 			return i
 		}
 	}
 	return -1
 }
+
+// LevelOf is level i.
+func (s *Store) LevelOf(i int) Level { return s.levels[i].Level }
 
 const (
 	magic      = "RRAv1\x00\x00\x00"
@@ -133,10 +150,10 @@ func dataOffset(rows int) int64 {
 	return (n + 4095) &^ 4095
 }
 
-// Open opens (or makes) the store in dir with the given base step. Files
-// made for another base step are started afresh: their rows would mean
-// other times.
-func Open(dir string, step time.Duration) (*Store, error) {
+// Open opens (or makes) the store in dir with the given base step and
+// levels (Levels or LongLevels). Files made for another base step are
+// started afresh: their rows would mean other times.
+func Open(dir string, step time.Duration, levels []Level) (*Store, error) {
 	if step <= 0 {
 		return nil, errors.New("series: base step must be positive")
 	}
@@ -147,7 +164,7 @@ func Open(dir string, step time.Duration) (*Store, error) {
 	if err := s.loadIndex(); err != nil {
 		return nil, err
 	}
-	for i, l := range Levels {
+	for i, l := range levels {
 		// An archive of another step (or none) starts empty: the series
 		// keep their slots, with no rows.
 		a, err := openArchive(filepath.Join(dir, l.Name+".rra"), l, cellOf(i), step, max(minSlots, len(s.names)))
@@ -273,8 +290,8 @@ func (s *Store) saveSeen() error {
 
 // horizon is how many base steps the coarsest level covers: a series
 // without a sample for longer has no data left, and its slot is free.
-func horizon() int64 {
-	l := Levels[len(Levels)-1]
+func (s *Store) horizon() int64 {
+	l := s.levels[len(s.levels)-1]
 	return l.Factor * int64(l.Rows)
 }
 
@@ -282,7 +299,7 @@ func horizon() int64 {
 func (s *Store) scanFree(n int64) {
 	s.free = s.free[:0]
 	for j := len(s.seen) - 1; j >= 0; j-- {
-		if s.seen[j] < n-horizon() {
+		if s.seen[j] < n-s.horizon() {
 			s.free = append(s.free, j)
 		}
 	}
@@ -516,7 +533,7 @@ func (s *Store) Write(t time.Time, samples []Sample) error {
 	if err := s.consolidate(n); err != nil {
 		return err
 	}
-	if (n+1)%Levels[1].Factor == 0 {
+	if (n+1)%s.levels[1].Factor == 0 {
 		s.scanFree(n)
 		return errors.Join(s.saveSeen(), s.compactIndex())
 	}
@@ -542,7 +559,7 @@ func (s *Store) addSeries(samples []Sample, n int64) ([]int, error) {
 		for len(s.free) > 0 {
 			f := s.free[len(s.free)-1]
 			s.free = s.free[:len(s.free)-1]
-			if s.seen[f] < n-horizon() {
+			if s.seen[f] < n-s.horizon() {
 				j = f
 				break
 			}
@@ -677,7 +694,7 @@ func (s *Store) Len() int {
 
 // Span is how long level covers.
 func (s *Store) Span(level int) time.Duration {
-	l := Levels[level]
+	l := s.levels[level].Level
 	return time.Duration(int64(l.Rows)*l.Factor) * s.step
 }
 
@@ -774,4 +791,18 @@ func (s *Store) partial(j, level int, c, nb int64) (Point, error) {
 	}
 	p.Known = n[0] > 0 || n[1] > 0
 	return p, nil
+}
+
+// Names lists the known series whose names start with prefix, sorted.
+func (s *Store) Names(prefix string) []string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var out []string
+	for name := range s.slot {
+		if strings.HasPrefix(name, prefix) {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out
 }

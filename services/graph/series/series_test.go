@@ -13,7 +13,7 @@ var t0 = time.Unix(1_800_000_000, 0).Truncate(24 * time.Hour)
 
 func TestWriteReadRestart(t *testing.T) {
 	dir := t.TempDir()
-	s, err := Open(dir, time.Minute)
+	s, err := Open(dir, time.Minute, Levels)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +71,7 @@ func TestWriteReadRestart(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	s, err = Open(dir, time.Minute)
+	s, err = Open(dir, time.Minute, Levels)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +82,7 @@ func TestWriteReadRestart(t *testing.T) {
 // TestGrowKeepsRows: more series than slots widen every archive and keep
 // what was there.
 func TestGrowKeepsRows(t *testing.T) {
-	s, err := Open(t.TempDir(), time.Minute)
+	s, err := Open(t.TempDir(), time.Minute, Levels)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +117,7 @@ func TestGrowKeepsRows(t *testing.T) {
 // dropped.
 func TestTornWrites(t *testing.T) {
 	dir := t.TempDir()
-	s, err := Open(dir, time.Minute)
+	s, err := Open(dir, time.Minute, Levels)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +141,7 @@ func TestTornWrites(t *testing.T) {
 	f, _ := os.OpenFile(filepath.Join(dir, "series.idx"), os.O_APPEND|os.O_WRONLY, 0)
 	_, _ = f.WriteString("half-writ")
 	f.Close()
-	s, err = Open(dir, time.Minute)
+	s, err = Open(dir, time.Minute, Levels)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +159,7 @@ func TestTornWrites(t *testing.T) {
 // TestWraps: after more rounds than rows, a row holds the newest step and
 // an old time reads as no data; a gap reads as no data.
 func TestWraps(t *testing.T) {
-	s, err := Open(t.TempDir(), time.Second)
+	s, err := Open(t.TempDir(), time.Second, Levels)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,7 +191,7 @@ func TestWraps(t *testing.T) {
 // the finer rows so far, down to the minutes, so the day and year graphs
 // have data from the first rounds on.
 func TestPartialStep(t *testing.T) {
-	s, err := Open(t.TempDir(), time.Minute)
+	s, err := Open(t.TempDir(), time.Minute, Levels)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -224,7 +224,7 @@ func TestPartialStep(t *testing.T) {
 // sees none of the old data; the index says so after a restart.
 func TestSlotTakenAgain(t *testing.T) {
 	dir := t.TempDir()
-	s, err := Open(dir, time.Second)
+	s, err := Open(dir, time.Second, Levels)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,7 +234,7 @@ func TestSlotTakenAgain(t *testing.T) {
 	}
 	// A year (of 1-second base steps) later, at the end of a 5-step: the
 	// slots are looked over.
-	n := (at.Add(time.Duration(horizon())*time.Second).UnixNano()/int64(time.Second)/5+1)*5 - 1
+	n := (at.Add(time.Duration(s.horizon())*time.Second).UnixNano()/int64(time.Second)/5+1)*5 - 1
 	at = time.Unix(n, int64(time.Millisecond))
 	if err := s.Write(at, []Sample{{Name: "kept", In: 1, Out: 1}}); err != nil {
 		t.Fatal(err)
@@ -259,7 +259,7 @@ func TestSlotTakenAgain(t *testing.T) {
 	}
 	check(s)
 	s.Close()
-	s, err = Open(dir, time.Second)
+	s, err = Open(dir, time.Second, Levels)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -271,7 +271,7 @@ func TestSlotTakenAgain(t *testing.T) {
 // the same, and takes appends after it.
 func TestIndexCompacted(t *testing.T) {
 	dir := t.TempDir()
-	s, err := Open(dir, time.Second)
+	s, err := Open(dir, time.Second, Levels)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -291,12 +291,44 @@ func TestIndexCompacted(t *testing.T) {
 	if want := fmt.Sprintf("0\ta\t%d\n1\tb\t%d\n2\tc\t%d\n", at.Unix(), at.Unix(), at.Unix()+1); string(raw) != want {
 		t.Fatalf("index:\n%q\nwant\n%q", raw, want)
 	}
-	s, err = Open(dir, time.Second)
+	s, err = Open(dir, time.Second, Levels)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
 	if s.Len() != 3 || s.slot["c"] != 2 || s.idxLines != 3 {
 		t.Fatalf("after reopening: %v, %d lines", s.slot, s.idxLines)
+	}
+}
+
+// TestLongLevels: the OLTs' archives consolidate through the quarter's
+// 6-hour steps into the year and two years.
+func TestLongLevels(t *testing.T) {
+	s, err := Open(t.TempDir(), time.Second, LongLevels)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var at time.Time
+	for i := range 361 {
+		at = t0.Add(time.Duration(i)*time.Second + time.Millisecond)
+		if err := s.Write(at, []Sample{{Name: "pon:a:0/1/0", In: float64(i), Out: 1}, {Name: "pon:a:0/1/1", In: 1, Out: 1}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	q := s.Level("quarter")
+	if q != 4 || s.Level("2years") != 6 || s.Level("fortnight") != -1 {
+		t.Fatalf("levels: quarter %d", q)
+	}
+	pts, _, _ := s.Read("pon:a:0/1/0", q, at)
+	if p := pts[len(pts)-2]; !p.Known || p.In != 179.5 || p.InMax != 359 {
+		t.Fatalf("the quarter's first 6 hours: %+v", p)
+	}
+	pts, _, _ = s.Read("pon:a:0/1/0", s.Level("2years"), at)
+	if p := pts[len(pts)-1]; !p.Known || p.InMax != 360 {
+		t.Fatalf("the two years' current step: %+v", p)
+	}
+	if got := s.Names("pon:a:0/1/"); len(got) != 2 || got[1] != "pon:a:0/1/1" {
+		t.Fatalf("names: %v", got)
 	}
 }
