@@ -229,7 +229,9 @@ func (s *Service) snmpSet(ctx context.Context, r *api.SNMPSet) (*api.SNMPSetAnsw
 		return nil, apierr.Internal(err.Error(), "SNMP settings not saved: the stored settings cannot be read")
 	}
 	next := cur
-	if r.Community != nil {
+	// The same community again keeps its sealed form, so that saved
+	// versions do not differ by a fresh nonce alone.
+	if prev, oerr := a.seal.open(cur.Community); r.Community != nil && (oerr != nil || prev != *r.Community) {
 		if next.Community, err = a.seal.seal(*r.Community); err != nil {
 			return nil, apierr.Internal(err.Error(), "SNMP settings not saved: the community cannot be sealed")
 		}

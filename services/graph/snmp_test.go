@@ -319,6 +319,14 @@ func TestSNMPConfigDocument(t *testing.T) {
 	if strings.Contains(doc, testCommunity) || !strings.Contains(doc, `"community": "v1:`) || !strings.Contains(doc, `"location": "A"`) {
 		t.Fatalf("etc/snmp.json:\n%s", doc)
 	}
+	// The same community again keeps its sealed form: saved versions do
+	// not differ by a fresh nonce.
+	if code, _ := r.call(api.SNMPSetOp, map[string]any{"community": testCommunity}); code != 200 {
+		t.Fatal(code)
+	}
+	if again, _ := bus.Invoke(ctx, r.env.NC, api.SNMPConfig.Export, &api.None{}); again.Documents[graph.SNMPDocument] != doc {
+		t.Fatalf("the same settings exported differently:\n%s\n%s", doc, again.Documents[graph.SNMPDocument])
+	}
 	if code, _ := r.call(api.SNMPSetOp, map[string]any{"community": "other", "location": "B"}); code != 200 {
 		t.Fatal(code)
 	}
