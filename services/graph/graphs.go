@@ -332,8 +332,9 @@ func (s *Service) oltRound(ctx context.Context, now time.Time) error {
 		return nil
 	}
 	readings := map[string]reading{}
-	answered := map[string]bool{}
+	answered, listed := map[string]bool{}, map[string]bool{}
 	for _, o := range list.OLTs {
+		listed[o.Name] = true
 		if err := s.oltCounters(ctx, o.Name, readings); err != nil {
 			s.deps.Log.Debug("no OLT counters this round", "olt", o.Name, "err", err)
 			continue
@@ -350,7 +351,7 @@ func (s *Service) oltRound(ctx context.Context, now time.Time) error {
 	kept := func(k string) bool {
 		_, rest, _ := strings.Cut(k, ":")
 		name, _, _ := strings.Cut(rest, ":")
-		return !answered[name]
+		return listed[name] && !answered[name] // a removed OLT's go
 	}
 	samples := rates(s.graphs.oltLast, readings, kept)
 	s.graphs.oltLast = readings
