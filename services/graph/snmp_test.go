@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -352,7 +353,17 @@ func TestSNMPConfigDocument(t *testing.T) {
 	r.must("snmpget", "clear-one", r.v4(), "1.3.6.1.2.1.1.6.0")
 }
 
-func snmpLines(s string) int { return len(strings.Split(strings.TrimSpace(s), "\n")) }
+// snmpLines counts the variables net-snmp printed (not the line of an
+// endOfMibView that ends a walk).
+func snmpLines(s string) int {
+	n := 0
+	for l := range strings.SplitSeq(strings.TrimSpace(s), "\n") {
+		if l != "" && !strings.Contains(l, "No more variables left") {
+			n++
+		}
+	}
+	return n
+}
 
 // counter reads the number of "... = Counter64: 123" (or Counter32).
 func snmpCounter(t *testing.T, out string) uint64 {
@@ -418,5 +429,112 @@ func snmpVeth(t *testing.T, ns, far *netns.NS, name, a, b string) {
 		if err := x.h.LinkSetUp(l); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// standIn serves ops on the bus as service name until the returned stop:
+// the subscribers' clients.page and the shaper's counters.page, whose
+// contracts (proto/api) the per-client table is read through. (The real
+// services need dhcp, netcfg and tc around them; e2e TestLabSNMP reads the
+// table from the real ones.)
+func standIn(t *testing.T, r *snmpRig, name string, eps ...bus.Endpoint) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		bus.Run(ctx, r.env.NC, bus.ServiceConfig{Name: name, Version: "0.0.0", Log: testenv.Log(t), Endpoints: eps})
+	}()
+	stop = func() { cancel(); <-done }
+	t.Cleanup(stop)
+	wctx, wcancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer wcancel()
+	if missing := bus.WaitUp(wctx, r.env.NC, name); missing != nil {
+		t.Fatalf("%s stand-in not up", name)
+	}
+	return stop
+}
+
+// TestSNMPClientTable: the per-client table is read from the clients'
+// pages and joined with the shaper's counters on the MAC; a client the
+// shaper does not count, and every client while the shaper does not
+// answer, has no counter cells (never a zero made up).
+func TestSNMPClientTable(t *testing.T) {
+	r := newSNMPRig(t)
+	plan := "gold"
+	clients := []api.Client{
+		{MAC: "02:00:00:00:00:01", IP: "10.0.0.1", Hostname: "cpe-1", Plan: &plan},
+		{MAC: "02:00:00:00:00:02", IP: "10.0.0.2", Hostname: "cpe-2"},
+		{MAC: "02:00:00:00:00:03", IP: "10.0.0.3", Hostname: "cpe-3", Plan: &plan},
+	}
+	var pages atomic.Int32
+	standIn(t, r, "subscribers", bus.Bind(api.ClientsPage, func(_ context.Context, in *api.ClientPageRequest) (*api.ClientPage, error) {
+		pages.Add(1)
+		// Two a page, to make the reader follow Next.
+		var out api.ClientPage
+		for _, c := range clients {
+			if c.MAC > in.After && len(out.Clients) < 2 {
+				out.Clients = append(out.Clients, c)
+			}
+		}
+		if out.Count = len(out.Clients); out.Count == 2 && out.Clients[1].MAC != clients[len(clients)-1].MAC {
+			out.Next = out.Clients[1].MAC
+		}
+		return &out, nil
+	}))
+	stopShaper := standIn(t, r, "shaper", bus.Bind(api.ShaperCounters, func(_ context.Context, in *api.ShapePageRequest) (*api.ShapeCounterPage, error) {
+		out := &api.ShapeCounterPage{At: time.Now()}
+		if in.After == "" {
+			out.Counters = []api.ShapeCounter{{ID: "02:00:00:00:00:01", DownBytes: 123456789012, UpBytes: 42}, {ID: "svc-fibre-7", DownBytes: 5}, {ID: "02:00:00:00:00:03", DownBytes: 7, UpBytes: 8}}
+		}
+		out.Count = len(out.Counters)
+		return out, nil
+	}))
+	if code, body := r.call(api.SNMPSetOp, map[string]any{"community": testCommunity}); code != 200 {
+		t.Fatalf("%d %s", code, body)
+	}
+	table := "1.3.6.1.4.1.32473.2.2"
+	testenv.Eventually(t, 10*time.Second, func() error {
+		if n := r.status()["per_client_count"]; n != float64(3) {
+			return fmt.Errorf("per_client_count %v", n)
+		}
+		return nil
+	})
+	walk := r.must("snmpbulkwalk", testCommunity, r.v4(), table)
+	for _, w := range []string{
+		`.1.3.6.1.4.1.32473.2.2.1.3.2.0.0.0.0.2 = STRING: "cpe-2"`,
+		`.1.3.6.1.4.1.32473.2.2.1.2.2.0.0.0.0.3 = IpAddress: 10.0.0.3`,
+		`.1.3.6.1.4.1.32473.2.2.1.4.2.0.0.0.0.1 = STRING: "gold"`,
+		`.1.3.6.1.4.1.32473.2.2.1.5.2.0.0.0.0.1 = Counter64: 123456789012`,
+		`.1.3.6.1.4.1.32473.2.2.1.6.2.0.0.0.0.3 = Counter64: 8`,
+	} {
+		if !strings.Contains(walk, w) {
+			t.Errorf("no %s in\n%s", w, walk)
+		}
+	}
+	if strings.Contains(walk, ".5.2.0.0.0.0.2 ") || strings.Contains(walk, ".6.2.0.0.0.0.2 ") || snmpLines(walk) != 4*3+2*2 {
+		t.Errorf("the unshaped client has counters, or the rows are not 4x3 + 2x2 cells:\n%s", walk)
+	}
+	if pages.Load() < 2 {
+		t.Errorf("%d clients.page calls: the second page was not read", pages.Load())
+	}
+	if out := r.must("snmpget", testCommunity, r.v4(), "1.3.6.1.4.1.32473.2.1.0"); !strings.Contains(out, "Gauge32: 3") {
+		t.Errorf("client count: %s", out)
+	}
+
+	// Without the shaper the rows stay and the counter columns go. The
+	// table is read at the agent's start: restart the service.
+	stopShaper()
+	r.stop()
+	r.start()
+	testenv.Eventually(t, 15*time.Second, func() error {
+		if c := r.status()["counters"].(string); !strings.HasPrefix(c, "left out") {
+			return fmt.Errorf("counters: %s", c)
+		}
+		return nil
+	})
+	walk = r.must("snmpbulkwalk", testCommunity, r.v4(), table)
+	if strings.Contains(walk, "Counter64") || snmpLines(walk) != 4*3 {
+		t.Fatalf("without the shaper:\n%s", walk)
 	}
 }
