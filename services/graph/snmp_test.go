@@ -222,6 +222,12 @@ func TestSNMPAgent(t *testing.T) {
 		if !strings.Contains(bulk, fmt.Sprintf(`.1.3.6.1.2.1.31.1.1.1.1.%d = STRING: "snmpv0"`, idx)) {
 			t.Fatalf("ifName bulk walk:\n%s", bulk)
 		}
+		// A veth's driver gives 10,000 Mb/s: ifHighSpeed in Mb/s, ifSpeed
+		// in bit/s held at its maximum.
+		speed := r.must("snmpget", testCommunity, r.v4(), fmt.Sprintf("1.3.6.1.2.1.31.1.1.1.15.%d", idx), fmt.Sprintf("1.3.6.1.2.1.2.2.1.5.%d", idx))
+		if !strings.Contains(speed, "Gauge32: 10000\n") || !strings.Contains(speed, "Gauge32: 4294967295") {
+			t.Errorf("veth speed:\n%s", speed)
+		}
 		walk := r.must("snmpwalk", testCommunity, r.v4(), "1.3.6.1.2.1.2")
 		bulkAll := r.must("snmpbulkwalk", testCommunity, r.v4(), "-Cr7", "1.3.6.1.2.1.2")
 		if snmpLines(walk) < 16*2 || snmpLines(walk) != snmpLines(bulkAll) {

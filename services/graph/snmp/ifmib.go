@@ -20,7 +20,8 @@ type Link struct {
 	MTU         int
 	Phys        net.HardwareAddr
 	AdminUp     bool
-	Oper        int // ifOperStatus
+	Oper        int    // ifOperStatus
+	Mbps        uint64 // link speed in Mb/s, 0 when the driver gives none
 	Stats       netlink.LinkStatistics64
 }
 
@@ -87,6 +88,14 @@ func dump(ns *netns.NS) (Links, error) {
 		out = append(out, k)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Index < out[j].Index })
+	names := make([]string, len(out))
+	for i := range out {
+		names[i] = out[i].Name
+	}
+	sp := speeds(ns, names)
+	for i := range out {
+		out[i].Mbps = sp[out[i].Name]
+	}
 	return out, nil
 }
 
@@ -164,7 +173,7 @@ func (r ifRows) Cell(col uint32, i int) (Value, bool) {
 	case 4:
 		return Int(l.MTU), true
 	case 5:
-		return Gauge32(0), true // ifSpeed: the kernel's netlink dump has no speed; 0 is "not known"
+		return Gauge32(l.Mbps * 1000000), true // ifSpeed in bit/s, at most 2^32-1 (then ifHighSpeed says it)
 	case 6:
 		return Bytes(l.Phys), true
 	case 7:
@@ -212,7 +221,7 @@ func (r ifXRows) Cell(col uint32, i int) (Value, bool) {
 	case 11:
 		return Counter64(s.TxPackets), true
 	case 15:
-		return Gauge32(0), true // ifHighSpeed, as ifSpeed
+		return Gauge32(l.Mbps), true // ifHighSpeed, Mb/s
 	case 18:
 		return Str(l.Alias), true
 	}
