@@ -94,16 +94,23 @@ func (r *snmpRig) status() map[string]any {
 	return m
 }
 
-// snmp runs a net-snmp command inside the namespace: one try, 1 s.
-func (r *snmpRig) snmp(cmd, testCommunity, target string, args ...string) (string, error) {
-	full := append([]string{"--net=" + r.ns.Path(), cmd, "-v2c", "-c", testCommunity, "-t", "1", "-r", "0", "-On", "-m", "", target}, args...)
+// snmp runs a net-snmp command inside the namespace: one try, 1 s (for
+// what must not be answered).
+func (r *snmpRig) snmp(cmd, community, target string, args ...string) (string, error) {
+	return r.snmpTries(cmd, community, target, "0", args...)
+}
+
+func (r *snmpRig) snmpTries(cmd, community, target, retries string, args ...string) (string, error) {
+	full := append([]string{"--net=" + r.ns.Path(), cmd, "-v2c", "-c", community, "-t", "1", "-r", retries, "-On", "-m", "", target}, args...)
 	out, err := exec.Command("nsenter", full...).CombinedOutput()
 	return strings.TrimSpace(string(out)), err
 }
 
-func (r *snmpRig) must(cmd, testCommunity, target string, args ...string) string {
+// must runs a net-snmp command that must succeed: three tries of 1 s, so
+// a loaded machine does not make a lost datagram a failure.
+func (r *snmpRig) must(cmd, community, target string, args ...string) string {
 	r.t.Helper()
-	out, err := r.snmp(cmd, testCommunity, target, args...)
+	out, err := r.snmpTries(cmd, community, target, "2", args...)
 	if err != nil {
 		r.t.Fatalf("%s %v: %v\n%s", cmd, args, err, out)
 	}
