@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode"
 
@@ -62,11 +63,13 @@ type snmpArea struct {
 	clients snmp.ClientTable
 	seal    sealer
 	kick    chan struct{} // asks the refresher for the client table now
+	// sys is the system group's text, read by the agent's loops without
+	// mu: applySNMP closes the agent under mu and waits for its loops.
+	sys atomic.Pointer[snmp.System]
 
 	// mu serialises changes of the settings and the agent's start and
 	// stop; it also guards the fields below.
 	mu        sync.Mutex
-	sys       snmp.System
 	enabled   bool   // a community is set
 	problem   string // why an enabled agent is not running
 	counters  string // the counter columns' source, or why they are left out
@@ -81,10 +84,10 @@ func (s *Service) snmpInit() {
 		a.seal.dir = s.deps.StateDir
 		a.kick = make(chan struct{}, 1)
 		a.links = &snmp.LinkSource{NS: s.deps.NS, TTL: linkTTL, Log: s.deps.Log}
-		a.sys = snmp.System{Descr: sysDescr(), Name: hostname()}
+		a.sys.Store(&snmp.System{Descr: sysDescr(), Name: hostname()})
 		a.counters = "not read yet"
 		a.agent = snmp.NewAgent(nil, s.deps.Log)
-		sys := func() snmp.System { a.mu.Lock(); defer a.mu.Unlock(); return a.sys }
+		sys := func() snmp.System { return *a.sys.Load() }
 		trees := []snmp.Subtree{snmp.SystemGroup(sys, s.deps.Now(), s.deps.Now), snmp.SNMPGroup(&a.agent.Stats)}
 		trees = append(trees, snmp.IfMIB(a.links)...)
 		trees = append(trees, a.clients.Subtrees()...)
@@ -178,7 +181,9 @@ func (s *Service) loadSNMP(ctx context.Context) (snmpSettings, int64, error) {
 // enabled agent does not run.
 func (s *Service) applySNMP(set snmpSettings) error {
 	a := &s.snmp
-	a.sys.Location, a.sys.Contact = set.Location, set.Contact
+	sys := *a.sys.Load()
+	sys.Location, sys.Contact = set.Location, set.Contact
+	a.sys.Store(&sys)
 	community, err := a.seal.open(set.Community)
 	if err != nil {
 		a.agent.SetCommunity("")
@@ -292,7 +297,7 @@ func (s *Service) snmpStatus(_ context.Context, _ *api.None) (*api.SNMPState, er
 	a.mu.Lock()
 	st := &api.SNMPState{
 		Running: a.agent.Running(), Enabled: "no", CommunitySet: a.enabled,
-		SysLocation: a.sys.Location, SysContact: a.sys.Contact,
+		SysLocation: a.sys.Load().Location, SysContact: a.sys.Load().Contact,
 		Version: "2c", Access: "read-only",
 		MIBs:        "SNMPv2-MIB system and snmp groups; IF-MIB ifNumber, ifTable, ifXTable; the per-client table",
 		ClientTable: snmp.ClientTableOID.String() + " (index: MAC as six sub-identifiers; 1 MAC, 2 IPv4 address, 3 hostname, 4 plan, 5 bytes to the client, 6 bytes from the client), row count " + snmp.ClientCountOID.String() + ".0",
