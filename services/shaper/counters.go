@@ -25,18 +25,21 @@ import (
 // elements in the count sets cnt4 and cnt6_L (nft.go), IPv4 and IPv6
 // summed.
 //
-// One page never dumps the kernel by itself: every class of an interface
-// is read by one dump (statSock), every count set by one dump, and these
-// are kept as a snapshot that the pages of a sweep share. A first page
-// (no After) reads the kernel again unless the snapshot is under
-// firstPageReuse old (two readers starting their sweeps together share
-// one read); a later page uses the snapshot while it is under sweepReuse
-// old, so a whole sweep of 100,000 subscribers in pages of 10,000 costs
-// one dump per interface and its pages carry one time, At. Subscribers
-// are the shaper's own records as they are when the page is asked (a
-// subscriber removed since the last page is no longer listed), each
-// mapped to its counters by the class id its record holds; a subscriber
-// whose class the snapshot does not hold (made after the read) is
+// One page never reads the kernel by itself: a read takes every
+// interface's classes (one dump per group), the fq_codel leaves (one
+// qdisc dump) and every count element (gets naming them), each growing
+// linearly with the subscribers (see classCounts and elemCountsOf for
+// why not one dump per device or set), into a snapshot that the pages of
+// a sweep share. A first page (no After) reads the kernel again unless
+// the snapshot's read ended under firstPageReuse ago (two readers
+// starting their sweeps together share one read); a later page uses the
+// snapshot while it is under sweepReuse old, so a whole sweep of 100,000
+// subscribers in pages of 10,000 costs one read and its pages carry one
+// time, At (when the read began). Subscribers are the shaper's own
+// records as they are when the page is asked (a subscriber removed since
+// the last page is no longer listed), each mapped to its counters by the
+// class id and the addresses its record holds; a subscriber whose class
+// or elements the snapshot does not hold (made after the read) is
 // reported with zero counters.
 const (
 	firstPageReuse = time.Second
@@ -60,8 +63,9 @@ type upKey struct {
 }
 
 // counting is the service's reading side of counters.page: its own
-// netlink socket and the last snapshot, under their own lock (a read
-// never waits for the writer's kernel changes, nor they for it).
+// netlink sockets and the last snapshot, under their own lock (a read
+// holds the writer's lock only to copy what it asks for, never while it
+// reads the kernel).
 type counting struct {
 	mu   sync.Mutex
 	sock *statSock

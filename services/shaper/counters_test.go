@@ -244,7 +244,13 @@ func TestCounters(t *testing.T) {
 	// A restart: the reconcile finds the classes in place, and the
 	// counters are read from them.
 	stop()
+	// A count element of no subscriber (left by a crash, say) is removed
+	// by the reconcile; the subscribers' own stay, with their counts.
+	testenv.Run(t, l.router, "nft", "add", "element", "inet", "routerd_shaper", "cnt4", "{ 10.77.0.99 }")
 	stop = runShaper(t, env, l.router)
+	if nft := testenv.Run(t, l.router, "nft", "list", "set", "inet", "routerd_shaper", "cnt4"); strings.Contains(nft, "10.77.0.99") || !strings.Contains(nft, "10.77.0.10") {
+		t.Errorf("count set after the restart (want 10.77.0.99 gone, 10.77.0.10 there):\n%s", nft)
+	}
 	time.Sleep(1100 * time.Millisecond)
 	got, _, _ = sweep(t, env, 5000)
 	if x := got[d]; x.DownBytes != 0 || x.DownPackets != 0 {
