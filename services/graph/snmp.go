@@ -71,6 +71,7 @@ type snmpArea struct {
 	// stop; it also guards the fields below.
 	mu        sync.Mutex
 	enabled   bool   // a community is set
+	opened    bool   // and it opened with this router's key: the agent should run
 	problem   string // why an enabled agent is not running
 	counters  string // the counter columns' source, or why they are left out
 	refreshed time.Time
@@ -150,7 +151,7 @@ func (s *Service) runSNMP(ctx context.Context) {
 			return
 		case <-retry.C:
 			a.mu.Lock()
-			if a.enabled && !a.agent.Running() && a.problem != "" {
+			if a.opened && !a.agent.Running() {
 				if err := s.listen(); err == nil {
 					s.deps.Log.Info("snmp: agent running", "listen", a.agent.Listening())
 				}
@@ -188,11 +189,11 @@ func (s *Service) applySNMP(set snmpSettings) error {
 	if err != nil {
 		a.agent.SetCommunity("")
 		a.agent.Close()
-		a.enabled, a.problem = set.Community != "", err.Error()
+		a.enabled, a.opened, a.problem = set.Community != "", false, err.Error()
 		return err
 	}
 	a.agent.SetCommunity(community)
-	a.enabled, a.problem = community != "", ""
+	a.enabled, a.opened, a.problem = community != "", community != "", ""
 	if community == "" {
 		a.agent.Close()
 		return nil

@@ -551,3 +551,54 @@ func TestSNMPClientTable(t *testing.T) {
 		t.Fatalf("without the shaper:\n%s", walk)
 	}
 }
+
+// TestSNMPAtStart: the service starts the agent from what is stored; when
+// the port is taken it says why and binds once the port is free; when the
+// sealed community does not open (the key file is another one) it stays
+// off, says why, and a new community brings it back.
+func TestSNMPAtStart(t *testing.T) {
+	r := newSNMPRig(t)
+	if code, body := r.call(api.SNMPSetOp, map[string]any{"community": testCommunity, "location": "L"}); code != 200 {
+		t.Fatalf("%d %s", code, body)
+	}
+	r.stop()
+	var held net.PacketConn
+	if err := r.ns.Do(func() (err error) {
+		held, err = net.ListenPacket("udp4", "0.0.0.0:"+strconv.Itoa(r.port))
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	r.start()
+	testenv.Eventually(t, 5*time.Second, func() error {
+		if st := r.status(); st["running"] != false || st["enabled"] != "yes" || !strings.Contains(st["problem"].(string), "cannot listen") {
+			return fmt.Errorf("with the port taken: %v", st)
+		}
+		return nil
+	})
+	held.Close()
+	testenv.Eventually(t, 15*time.Second, func() error { // tried again every 10 s
+		if st := r.status(); st["running"] != true || st["problem"] != "" {
+			return fmt.Errorf("after the port was freed: %v", st)
+		}
+		return nil
+	})
+	r.must("snmpget", testCommunity, r.v4(), "1.3.6.1.2.1.1.6.0")
+
+	r.stop()
+	r.state = t.TempDir() // another key file
+	r.start()
+	testenv.Eventually(t, 5*time.Second, func() error {
+		if st := r.status(); st["running"] != false || st["enabled"] != "yes" || !strings.Contains(st["problem"].(string), "does not open") || st["sys_location"] != "L" {
+			return fmt.Errorf("with another key: %v", st)
+		}
+		return nil
+	})
+	if _, err := r.snmp("snmpget", testCommunity, r.v4(), "1.3.6.1.2.1.1.6.0"); err == nil {
+		t.Fatal("answered with a community that does not open")
+	}
+	if code, body := r.call(api.SNMPSetOp, map[string]any{"community": testCommunity}); code != 200 {
+		t.Fatalf("%d %s", code, body)
+	}
+	r.must("snmpget", testCommunity, r.v4(), "1.3.6.1.2.1.1.6.0")
+}
