@@ -36,8 +36,9 @@ func givenKey(r *http.Request) string {
 	return r.URL.Query().Get("api_key")
 }
 
-// maskedKeys are query parameters whose values never reach a log.
-var maskedKeys = []string{"pass", "password", "api_key"}
+// maskedKeys are query parameters whose values never reach a log (the
+// action form of POST /snmp carries the SNMP community as one).
+var maskedKeys = []string{"pass", "password", "api_key", "community"}
 
 // MaskURL renders a request URL for logs with secret values replaced.
 func MaskURL(u *url.URL) string {

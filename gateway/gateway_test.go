@@ -136,7 +136,7 @@ func TestAuthentication(t *testing.T) {
 	}{
 		{"no key", "/status", nil, 401},
 		{"wrong header", "/status", map[string]string{"X-API-Key": "nope"}, 401},
-		{"wrong query with secrets", "/status?api_key=guess&pass=hunter2&password=pw2", nil, 401},
+		{"wrong query with secrets", "/status?api_key=guess&pass=hunter2&password=pw2&community=ro-secret", nil, 401},
 		{"prefix of the key", "/status", map[string]string{"X-API-Key": key[:4]}, 401},
 		{"header", "/status", withKey, 200},
 		{"query", "/status?api_key=" + key, nil, 200},
@@ -162,12 +162,12 @@ func TestAuthentication(t *testing.T) {
 	if got, want := strings.Count(text, "authentication FAILED from 127.0.0.1"), 5; got != want {
 		t.Errorf("auth log has %d failures from 127.0.0.1, want %d:\n%s", got, want, text)
 	}
-	for _, secret := range []string{"guess", "hunter2", "pw2", key[:4], "nope"} {
+	for _, secret := range []string{"guess", "hunter2", "pw2", "ro-secret", key[:4], "nope"} {
 		if strings.Contains(text, secret) {
 			t.Errorf("auth log leaks %q:\n%s", secret, text)
 		}
 	}
-	if !strings.Contains(text, "api_key=***") || !strings.Contains(text, "pass=***") || !strings.Contains(text, "password=***") {
+	if !strings.Contains(text, "api_key=***") || !strings.Contains(text, "pass=***") || !strings.Contains(text, "password=***") || !strings.Contains(text, "community=***") {
 		t.Errorf("auth log does not show masked parameters:\n%s", text)
 	}
 }
