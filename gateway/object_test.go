@@ -27,7 +27,11 @@ import (
 func TestArchiveClientHangsUp(t *testing.T) {
 	nc := testenv.NATS(t)
 	ctx := context.Background()
-	js, err := jetstream.New(nc)
+	// The object's 8,192 chunks are published asynchronously: room for
+	// all of them, so a loaded machine's slow acknowledgements stall
+	// nothing (the default 4,000 pending with 8,192 chunks failed a CI
+	// run: "stalled with too many outstanding async published messages").
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(1<<14))
 	if err != nil {
 		t.Fatal(err)
 	}
