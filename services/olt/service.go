@@ -27,6 +27,7 @@ import (
 	"routerd.dev/services/olt/huawei/parse"
 	"routerd.dev/shared/apierr"
 	"routerd.dev/shared/bus"
+	"routerd.dev/shared/seal"
 	"routerd.dev/shared/store"
 )
 
@@ -108,7 +109,7 @@ func New(d Deps) *Service {
 	s := &Service{
 		deps: d, log: d.Log, now: d.Now, bgCtx: context.Background(),
 		st:   store.New(d.KV, Name),
-		seal: &sealer{path: filepath.Join(d.StateDir, KeyFile)},
+		seal: &sealer{key: seal.New(filepath.Join(d.StateDir, KeyFile))},
 		pub:  bus.NewPublisher(d.NC, Name, d.Log),
 	}
 	s.drivers = huawei.NewDrivers(huawei.Deps{Logger: d.Log, SSHSeen: s.sshSeen, Alarm: s.alarm, StallTimeout: d.StallTimeout})

@@ -33,6 +33,7 @@ import (
 	"routerd.dev/shared/apierr"
 	"routerd.dev/shared/bus"
 	"routerd.dev/shared/netns"
+	"routerd.dev/shared/seal"
 	"routerd.dev/shared/store"
 )
 
@@ -82,7 +83,7 @@ type Service struct {
 	fst   *store.Store // the term's fenced store; nil between terms
 	timer *time.Timer
 	term  context.Context
-	key   []byte // sealing key
+	key   *seal.Key // peer passwords' sealing key
 	// refused is why the stored settings could not be loaded at start
 	// (nil when they were, or once a change loads).
 	refused atomic.Pointer[error]
@@ -105,8 +106,8 @@ func New(d Deps) (*Service, error) {
 	if err := os.MkdirAll(d.Dir, 0o700); err != nil {
 		return nil, err
 	}
-	key, err := loadKey(filepath.Join(d.Dir, "seal.key"))
-	if err != nil {
+	key := seal.New(filepath.Join(d.Dir, "seal.key"))
+	if err := key.Load(); err != nil {
 		return nil, err
 	}
 	return &Service{
