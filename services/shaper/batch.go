@@ -23,23 +23,11 @@ type batcher struct {
 const batchMsgs = 128
 
 func newBatcher(ns *netns.NS) (*batcher, error) {
-	b := &batcher{fd: -1}
-	err := ns.Do(func() error {
-		fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_ROUTE)
-		if err != nil {
-			return err
-		}
-		if err := unix.Bind(fd, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
-			unix.Close(fd)
-			return err
-		}
-		b.fd = fd
-		return nil
-	})
+	fd, err := netlinkSocket(ns, unix.NETLINK_ROUTE, 0)
 	if err != nil {
 		return nil, fmt.Errorf("shaper: netlink socket: %w", err)
 	}
-	return b, nil
+	return &batcher{fd: fd}, nil
 }
 
 func (b *batcher) close() {
@@ -113,4 +101,27 @@ func (b *batcher) changeClasses(cls []*netlink.HtbClass) (int, error) {
 		cls = cls[m:]
 	}
 	return done, nil
+}
+
+// netlinkSocket opens a netlink socket of protocol proto in the target
+// namespace, bound, with a receive buffer of rcvbuf bytes when rcvbuf is
+// not 0 (forced past the system's limit: a large answer is not dropped).
+func netlinkSocket(ns *netns.NS, proto, rcvbuf int) (int, error) {
+	fd := -1
+	err := ns.Do(func() error {
+		var err error
+		if fd, err = unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, proto); err != nil {
+			return err
+		}
+		if err := unix.Bind(fd, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
+			unix.Close(fd)
+			fd = -1
+			return err
+		}
+		if rcvbuf > 0 {
+			_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, rcvbuf)
+		}
+		return nil
+	})
+	return fd, err
 }

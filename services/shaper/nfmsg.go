@@ -25,26 +25,13 @@ type nfSock struct {
 }
 
 func newNfSock(ns *netns.NS) (*nfSock, error) {
-	s := &nfSock{fd: -1}
-	err := ns.Do(func() error {
-		fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_NETFILTER)
-		if err != nil {
-			return err
-		}
-		if err := unix.Bind(fd, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
-			unix.Close(fd)
-			return err
-		}
-		// Errors carry the refused message back; a transaction with one
-		// acknowledgement needs little more than the default.
-		_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, 4<<20)
-		s.fd = fd
-		return nil
-	})
+	// Errors carry the refused message back; a transaction with one
+	// acknowledgement needs little more than the default.
+	fd, err := netlinkSocket(ns, unix.NETLINK_NETFILTER, 4<<20)
 	if err != nil {
 		return nil, fmt.Errorf("shaper: nf_tables socket: %w", err)
 	}
-	return s, nil
+	return &nfSock{fd: fd}, nil
 }
 
 func (s *nfSock) close() {

@@ -28,24 +28,11 @@ type statSock struct {
 }
 
 func newStatSock(ns *netns.NS) (*statSock, error) {
-	s := &statSock{fd: -1, buf: make([]byte, 1<<20)}
-	err := ns.Do(func() error {
-		fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_ROUTE)
-		if err != nil {
-			return err
-		}
-		if err := unix.Bind(fd, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
-			unix.Close(fd)
-			return err
-		}
-		_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, 4<<20)
-		s.fd = fd
-		return nil
-	})
+	fd, err := netlinkSocket(ns, unix.NETLINK_ROUTE, 4<<20)
 	if err != nil {
 		return nil, fmt.Errorf("shaper: netlink socket: %w", err)
 	}
-	return s, nil
+	return &statSock{fd: fd, buf: make([]byte, 1<<20)}, nil
 }
 
 func (s *statSock) close() {
