@@ -25,6 +25,9 @@ var Table = slices.Concat([]Operation{
 	ClientsSetPlan, ClientsSuspend, ClientsResume, ClientsExpires,
 	ClientsActive, ClientsConnected, Clients6, IPsGet,
 
+	// Fibre services (Document 2; subscribers).
+	ServicesUnregistered,
+
 	// Shaping (no HTTP of its own; shaper).
 	ShaperSet, ShaperRemove, ShaperPlan, ShaperPage, ShaperStatus, ShaperCounters,
 

@@ -20,6 +20,7 @@ import (
 	"routerd.dev/proto/api"
 	"routerd.dev/proto/event"
 	"routerd.dev/services/subscribers/client"
+	"routerd.dev/services/subscribers/fibre"
 	"routerd.dev/services/subscribers/plan"
 	"routerd.dev/shared/bus"
 	"routerd.dev/shared/docobj"
@@ -254,6 +255,11 @@ func (s *Service) background(ctx context.Context) {
 	}
 }
 
+// unregistered is GET /services/unregistered (package fibre).
+func (s *Service) unregistered(ctx context.Context, in *api.UnregisteredRequest) (*api.UnregisteredAnswer, error) {
+	return fibre.Unregistered(ctx, s.deps.NC, in)
+}
+
 // Endpoints are the service's operations; Run serves them on the bus, and
 // benchmarks call them directly to measure the bus hop.
 func (s *Service) Endpoints() []bus.Endpoint {
@@ -286,6 +292,7 @@ func (s *Service) Endpoints() []bus.Endpoint {
 		bus.Bind(api.ClientsConnected, c.Active),
 		bus.Bind(api.Clients6, c.Clients6),
 		bus.Bind(api.IPsGet, c.IPs),
+		bus.Bind(api.ServicesUnregistered, s.unregistered),
 	}
 }
 
