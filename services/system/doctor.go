@@ -57,6 +57,7 @@ func (s *Service) checks() []check {
 		{name: "olt", run: s.checkOLT, timeout: oltAuditTimeout},
 		{name: "drift", run: s.checkDrift},
 		{name: "licence", run: s.checkLicence},
+		{name: "snmp", run: s.checkSNMP},
 	}
 }
 
@@ -198,6 +199,26 @@ func (s *Service) checkDHCP(ctx context.Context, _ bool) []api.Finding {
 			Detail: "the stored configuration was refused at start", Fix: "correct the configuration or restore a saved version"})
 	}
 	return out
+}
+
+// checkSNMP reports an SNMP agent that is set up (a community stored) but
+// not answering: the pollers of the NOC see the router go silent. An agent
+// never set up is no finding; the graph service missing from the bus is
+// the services check's.
+func (s *Service) checkSNMP(ctx context.Context, _ bool) []api.Finding {
+	if !slices.Contains(s.expected(), "graph") {
+		return nil
+	}
+	st, err := bus.Invoke(ctx, s.deps.NC, api.SNMPStatus, &api.None{})
+	if err != nil || st.Enabled != "yes" || st.Running {
+		return nil
+	}
+	why := st.Problem
+	if why == "" {
+		why = "its sockets are not bound"
+	}
+	return []api.Finding{{Severity: "warning", Area: "snmp", Problem: "the SNMP agent is set up but not answering on " + st.Listen,
+		Detail: why, Fix: "free the UDP port or set the community again (POST /snmp); GET /snmp says what the agent sees"}}
 }
 
 func (s *Service) checkConfiguration(ctx context.Context, _ bool) []api.Finding {

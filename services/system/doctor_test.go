@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"routerd.dev/proto/api"
 	"routerd.dev/proto/event"
 	"routerd.dev/services/system"
 	"routerd.dev/shared/bus"
@@ -210,4 +211,48 @@ func TestOLTAlerts(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestDoctorSNMP: an SNMP agent set up (a community stored) but not
+// answering is a warning naming why, as the graph service reports it;
+// one answering, or never set up, is no finding. The graph service is
+// stood in on the bus: its own tests make the port taken for real
+// (TestSNMPPortTaken).
+func TestDoctorSNMP(t *testing.T) {
+	r := newRig(t, false, func(d *system.Deps) { d.Expect = []string{"subscribers", "system", "graph"} })
+	state := make(chan api.SNMPState, 1)
+	state <- api.SNMPState{Enabled: "yes", Listen: "udp:161, udp6:161", Problem: "cannot listen on udp:161: address already in use"}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go bus.Run(ctx, r.env.NC, bus.ServiceConfig{Name: "graph", Version: "0.0.0", Log: testenv.Log(t), Endpoints: []bus.Endpoint{
+		bus.Bind(api.SNMPStatus, func(context.Context, *api.None) (*api.SNMPState, error) {
+			st := <-state
+			state <- st
+			return &st, nil
+		}),
+	}})
+	wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
+	defer wcancel()
+	if missing := bus.WaitUp(wctx, r.env.NC, "graph"); missing != nil {
+		t.Fatal("the stand-in did not register")
+	}
+	_, m := r.do("GET", "/doctor", nil)
+	if !has(findings(t, m), "warning", "snmp", "not answering on udp:161, udp6:161") {
+		t.Errorf("agent down not reported: %v", m["findings"])
+	}
+	for _, f := range findings(t, m) {
+		if f["area"] == "snmp" && !strings.Contains(f["detail"].(string), "address already in use") {
+			t.Errorf("finding without the agent's reason: %v", f)
+		}
+	}
+	for _, st := range []api.SNMPState{{Enabled: "yes", Running: true}, {Enabled: "no"}} {
+		<-state
+		state <- st
+		_, m = r.do("GET", "/doctor", nil)
+		for _, f := range findings(t, m) {
+			if f["area"] == "snmp" {
+				t.Errorf("%+v: %v", st, f)
+			}
+		}
+	}
 }
