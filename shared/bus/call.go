@@ -22,6 +22,22 @@ import (
 // service stops working on a request nobody waits for any more.
 const DeadlineHeader = "Router-Deadline"
 
+// ProgressHeader asks a responder for progress messages (on a request)
+// and marks one (on a message to the reply subject, without a body): a
+// change is sent once, and without them a caller whose responder died
+// holding it would wait out the operation's whole timeout (3 minutes for
+// POST /plans) before its 503.
+const ProgressHeader = "Router-Progress"
+
+// ProgressEvery is how often a responder working on a request that asked
+// for progress says so; ProgressLive how long its caller waits past the
+// last progress before taking it for gone (a stalled process, a lost
+// message, a starved CPU leave room for a few missed ones).
+const (
+	ProgressEvery = time.Second
+	ProgressLive  = 5 * time.Second
+)
+
 // Reply headers: the status, the content type of a binary body, and extra
 // HTTP headers (prefixed).
 const (
@@ -71,7 +87,7 @@ func DecodeReply(msg *nats.Msg) (*pb.Reply, error) {
 // deadline (api.DefaultTimeout when it has none). A subject nobody serves
 // is a 503 naming the service, not a hang.
 func Call(ctx context.Context, nc *nats.Conn, subject string, req *pb.Request) (*pb.Reply, error) {
-	return send(ctx, nc, subject, req).wait()
+	return send(ctx, nc, subject, req, false).wait()
 }
 
 // sent is a request on the bus whose answer is not read yet: send and
@@ -88,7 +104,9 @@ type sent struct {
 	pubErr  error // publishing failed
 }
 
-func send(ctx context.Context, nc *nats.Conn, subject string, req *pb.Request) *sent {
+// send publishes req; with progress it asks the responder for progress
+// messages, and a responder gone silent after them is a 503 at once.
+func send(ctx context.Context, nc *nats.Conn, subject string, req *pb.Request, progress bool) *sent {
 	s := &sent{ctx: ctx, nc: nc, subject: subject}
 	data, err := req.MarshalBinary()
 	if err != nil {
@@ -102,6 +120,9 @@ func send(ctx context.Context, nc *nats.Conn, subject string, req *pb.Request) *
 	dl, _ := s.ctx.Deadline()
 	msg := &nats.Msg{Subject: subject, Data: data, Header: nats.Header{}}
 	msg.Header.Set(DeadlineHeader, strconv.FormatInt(dl.UnixMilli(), 10))
+	if progress {
+		msg.Header.Set(ProgressHeader, "1")
+	}
 	if len(data) > spillAt(nc) {
 		name, err := spill(s.ctx, nc, data)
 		if err != nil {
@@ -129,6 +150,8 @@ func (s *sent) wait() (*pb.Reply, error) {
 		resp, err = s.w.wait(s.ctx)
 	}
 	switch {
+	case errors.Is(err, errGone):
+		return nil, &unanswered{apierr.Unavailable("the %s service stopped answering while it handled the request (%s): the replica holding it is gone; a change is applied wholly or not at all, so read whether it was, then try again", serviceOf(s.subject), s.subject), false}
 	case errors.Is(err, nats.ErrNoResponders):
 		return nil, &unanswered{apierr.Unavailable("the %s service is not running (nothing serves %s)", serviceOf(s.subject), s.subject), true}
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout):
@@ -170,7 +193,9 @@ const noResponderGrace = time.Second
 // m.Attempt is asked again, so a replica that died holding it never fails
 // a read; a change is sent once, and a replica that died holding it is a
 // 503 the caller can act on (etcd transactions make the change wholly
-// applied or not at all).
+// applied or not at all): at the operation's timeout, or, for one allowed
+// longer than api.DefaultTimeout, within ProgressLive of the replica's
+// last progress message once it started on it.
 func CallOp(ctx context.Context, nc *nats.Conn, m *api.Meta, req *pb.Request) (*pb.Reply, error) {
 	return startOp(ctx, nc, m, req).wait()
 }
@@ -199,10 +224,15 @@ func startOp(ctx context.Context, nc *nats.Conn, m *api.Meta, req *pb.Request) *
 // m.Attempt.
 func (c *opCall) attempt() *sent {
 	if !c.m.Read {
-		return send(c.ctx, c.nc, c.m.Subject(), c.req)
+		// A change is sent once. One allowed longer than the default
+		// (POST /plans: 3 minutes, for a reshape) asks for progress, so
+		// a replica that died holding it is told within seconds; the
+		// others are bounded by the default anyway, and spare the
+		// extra message (a wake-up of the caller, 60 µs or so).
+		return send(c.ctx, c.nc, c.m.Subject(), c.req, c.m.TimeoutOrDefault() > api.DefaultTimeout)
 	}
 	actx, cancel := context.WithTimeout(c.ctx, c.m.AttemptOrDefault())
-	s := send(actx, c.nc, c.m.Subject(), c.req)
+	s := send(actx, c.nc, c.m.Subject(), c.req, false)
 	s.cancel = cancel
 	return s
 }

@@ -2,8 +2,10 @@ package bus
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go"
 )
@@ -69,9 +71,10 @@ func (p *replyPool) get() (*replySlot, error) {
 	}
 	p.mu.Unlock()
 	inbox := p.nc.NewInbox()
-	// Room for one stray answer besides the awaited one: delivery never
-	// blocks the read loop (a full channel would drop the message).
-	s := &replySlot{ch: make(chan *nats.Msg, 2), prefix: inbox + "."}
+	// Room for stray answers and progress besides the awaited answer:
+	// delivery never blocks the read loop (a full channel would drop the
+	// message).
+	s := &replySlot{ch: make(chan *nats.Msg, 4), prefix: inbox + "."}
 	var err error
 	if s.sub, err = p.nc.ChanSubscribe(inbox+".*", s.ch); err != nil {
 		return nil, err
@@ -121,21 +124,50 @@ func publishRequest(ctx context.Context, nc *nats.Conn, msg *nats.Msg) (*waiter,
 	return &waiter{p: p, s: s, reply: msg.Reply}, nil
 }
 
+// errGone is a request whose responder said it was working on it (a
+// progress message) and then went silent for ProgressLive: its replica
+// died or was cut off while holding it.
+var errGone = errors.New("bus: the responder stopped answering")
+
 // wait waits for the answer until ctx ends. Its errors are those of
 // nats.go's RequestMsgWithContext: nats.ErrNoResponders when nothing
-// serves the subject, ctx.Err() when no answer came in time.
+// serves the subject, ctx.Err() when no answer came in time; and errGone
+// when progress messages (ProgressHeader) came and then stopped for
+// ProgressLive: a responder sends one when it starts on the request and
+// one every ProgressEvery while it works, so its silence means it is
+// gone. Before the first progress message (the request still queued at
+// the responder, or a responder that sends none) only ctx bounds it.
 func (w *waiter) wait(ctx context.Context) (*nats.Msg, error) {
+	var live <-chan time.Time
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
 	for {
 		select {
 		case m := <-w.s.ch:
 			if m.Subject != w.reply {
-				continue // a second answer to an earlier request
+				continue // a second answer, or progress, of an earlier request
+			}
+			if m.Header.Get(ProgressHeader) != "" {
+				if timer == nil {
+					timer = time.NewTimer(ProgressLive)
+					live = timer.C
+				} else {
+					timer.Reset(ProgressLive)
+				}
+				continue
 			}
 			w.p.put(w.s)
 			if len(m.Data) == 0 && m.Header.Get("Status") == noRespondersStatus {
 				return nil, nats.ErrNoResponders
 			}
 			return m, nil
+		case <-live:
+			_ = w.s.sub.Unsubscribe() // an answer may still come: the slot is not used again
+			return nil, errGone
 		case <-ctx.Done():
 			// Its answer may still come: the slot is not used again.
 			_ = w.s.sub.Unsubscribe()

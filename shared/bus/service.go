@@ -154,8 +154,42 @@ func (w *worker) handle(r micro.Request, ep Endpoint) {
 
 	ctx = api.WithOrigin(ctx, api.Origin{Caller: req.Caller, By: req.By, RequestID: req.RequestID, Action: req.Action})
 	ctx = context.WithValue(ctx, publisherKey{}, w.pub)
+	stop := w.progress(r)
 	status, body, err := safeCall(ctx, ep.Handler, &req)
+	stop()
 	w.respond(r, ep.Subject, &req, status, body, err)
+}
+
+// progress tells a caller that asked for it (ProgressHeader) that its
+// request is being worked on: a message at once and one every
+// ProgressEvery until the returned stop, which the answer follows (so no
+// progress comes after it). A caller hearing nothing more for
+// ProgressLive takes this replica for gone rather than waiting out the
+// operation's timeout.
+func (w *worker) progress(r micro.Request) (stop func()) {
+	reply := r.Reply()
+	if reply == "" || r.Headers().Get(ProgressHeader) == "" {
+		return func() {}
+	}
+	say := func() {
+		_ = w.nc.PublishMsg(&nats.Msg{Subject: reply, Header: nats.Header{ProgressHeader: []string{"1"}}})
+	}
+	say()
+	done, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		t := time.NewTicker(ProgressEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				say()
+			}
+		}
+	}()
+	return func() { close(done); <-stopped }
 }
 
 func safeCall(ctx context.Context, h Handler, req *pb.Request) (status int, body any, err error) {
