@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"routerd.dev/proto/api"
-	pb "routerd.dev/proto/bus"
 	"routerd.dev/services/graph/chart"
 	"routerd.dev/services/graph/series"
 	"routerd.dev/shared/apierr"
@@ -56,33 +55,24 @@ const (
 	ontErrPrefix = "onterr:"
 )
 
-// graphEndpoints are /graph/*. GET /graph/{name} answers a PNG (bus.Raw),
-// so it is bound by hand: decoded and checked by the operation's rules
-// as Bind would, its answer not JSON.
+// graphEndpoints are /graph/*: each answers a PNG (bus.Raw).
 func (s *Service) graphEndpoints() []bus.Endpoint {
 	return []bus.Endpoint{
-		pngEndpoint(api.GraphGet, func(in *api.GraphRequest) ([]byte, error) { return s.Graph(in.Name, in.Period) }),
-		pngEndpoint(api.GraphOLTPort, s.OLTPortGraph),
-		pngEndpoint(api.GraphONT, s.ONTGraph),
+		bus.BindRaw(api.GraphGet, func(_ context.Context, in *api.GraphRequest) (bus.Raw, error) {
+			return pngOf(s.Graph(in.Name, in.Period))
+		}),
+		bus.BindRaw(api.GraphOLTPort, func(_ context.Context, in *api.GraphOLTPortRequest) (bus.Raw, error) {
+			return pngOf(s.OLTPortGraph(in))
+		}),
+		bus.BindRaw(api.GraphONT, func(_ context.Context, in *api.GraphONTRequest) (bus.Raw, error) {
+			return pngOf(s.ONTGraph(in))
+		}),
 	}
 }
 
-// pngEndpoint is op's endpoint answering draw's PNG: the request decoded
-// and checked by the operation's rules as Bind does.
-func pngEndpoint[Req any](op api.Op[Req, api.GraphImage], draw func(*Req) ([]byte, error)) bus.Endpoint {
-	m := op.Describe()
-	return bus.Endpoint{Subject: m.Subject(), Concurrency: m.ConcurrencyOrDefault(),
-		Handler: func(ctx context.Context, req *pb.Request) (int, any, error) {
-			var in Req
-			if err := op.Decode(bus.Arguments(req), &in); err != nil {
-				return 0, nil, err
-			}
-			img, err := draw(&in)
-			if err != nil {
-				return 0, nil, err
-			}
-			return 200, bus.Raw{ContentType: "image/png", Data: img}, nil
-		}}
+// pngOf is a drawn graph as the answer.
+func pngOf(img []byte, err error) (bus.Raw, error) {
+	return bus.Raw{ContentType: "image/png", Data: img}, err
 }
 
 // samples returns the router's series' store, opening it on first use.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -206,5 +207,27 @@ func TestExpiredRequestIsShed(t *testing.T) {
 	}
 	if rep.Status != http.StatusServiceUnavailable || ran.Load() {
 		t.Errorf("expired request: status %d, handler ran %v; want 503 without running", rep.Status, ran.Load())
+	}
+}
+
+// BindRaw checks the request by the operation's rules as Bind does (400
+// naming the field) and sends the handler's Raw answer as it is.
+func TestBindRaw(t *testing.T) {
+	nc := testenv.NATS(t)
+	serve(t, nc, bus.BindRaw(thingsGet, func(_ context.Context, in *thing) (bus.Raw, error) {
+		return bus.Raw{ContentType: "image/png", Data: []byte("png of " + in.Name)}, nil
+	}))
+	call := func(args string) *pb.Reply {
+		rep, err := bus.CallOp(context.Background(), nc, thingsGet.Describe(), &pb.Request{Method: http.MethodGet, Args: json.RawMessage(args)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rep
+	}
+	if rep := call(`{"name":"ab"}`); rep.Status != 200 || rep.ContentType != "image/png" || string(rep.Body) != "png of ab" {
+		t.Errorf("raw answer: %d %q %q", rep.Status, rep.ContentType, rep.Body)
+	}
+	if rep := call(`{"name":"AB"}`); rep.Status != 400 || !strings.Contains(string(rep.Body), `"field":"name"`) {
+		t.Errorf("invalid name: %d %s", rep.Status, rep.Body)
 	}
 }

@@ -337,6 +337,26 @@ func Bind[Req, Resp any](op api.Op[Req, Resp], fn func(context.Context, *Req) (*
 		}}
 }
 
+// BindRaw makes op's endpoint from fn, whose answer is not JSON (an
+// image): the request is decoded and checked by op's rules as Bind does,
+// and fn's Raw goes out as it is (the gateway writes its body with its
+// content type). Resp only documents the answer.
+func BindRaw[Req, Resp any](op api.Op[Req, Resp], fn func(context.Context, *Req) (Raw, error)) Endpoint {
+	m := op.Describe()
+	return Endpoint{Subject: m.Subject(), Concurrency: m.ConcurrencyOrDefault(),
+		Handler: func(ctx context.Context, req *pb.Request) (int, any, error) {
+			var in Req
+			if err := op.Decode(Arguments(req), &in); err != nil {
+				return 0, nil, err
+			}
+			out, err := fn(ctx, &in)
+			if err != nil {
+				return 0, nil, err
+			}
+			return m.SuccessStatus(), out, nil
+		}}
+}
+
 // Arguments merges an operation's argument sources into one object: the
 // body's fields, then the query's for names the body lacks, then the path
 // parameters'.
