@@ -24,24 +24,9 @@ func TestLabGraph(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("end-to-end: routerd --lab needs root to create network namespaces")
 	}
-	prefix, state := uniquePrefix(), t.TempDir()
-	config := filepath.Join(t.TempDir(), "routerd.yaml")
-	if err := os.WriteFile(config, []byte("graph_sample_ms: 500\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	r := startLab(t, binary(t), prefix, state, "--config", config)
+	r := startGraphLab(t)
 
-	get := func(path string) (int, string, []byte) {
-		req, _ := http.NewRequest("GET", r.url+path, nil)
-		req.Header.Set("X-API-Key", r.key)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, resp.Header.Get("Content-Type"), body
-	}
+	get := r.get
 	// green counts the PNG's pixels of the in curve's colour.
 	green := func(body []byte) (int, error) {
 		img, err := png.Decode(bytes.NewReader(body))
@@ -78,7 +63,7 @@ func TestLabGraph(t *testing.T) {
 		t.Fatalf("GET /graph/up0: %d %s %.300s", st, ct, body)
 		return nil
 	})
-	out, err := exec.Command("ip", "netns", "exec", prefix+"-uplink", "ping", "-q", "-c", "20", "-i", "0.1", "-s", "1400", "-W", "1", "198.18.0.2").CombinedOutput()
+	out, err := exec.Command("ip", "netns", "exec", r.prefix+"-uplink", "ping", "-q", "-c", "20", "-i", "0.1", "-s", "1400", "-W", "1", "198.18.0.2").CombinedOutput()
 	if err != nil {
 		t.Fatalf("ping: %v\n%s", err, out)
 	}
@@ -104,7 +89,7 @@ func TestLabGraph(t *testing.T) {
 	// its graph by its MAC in another format, download drawn from the
 	// shaper's counters once it has pinged the gateway.
 	inSub := func(args ...string) string {
-		out, err := exec.Command("ip", append([]string{"netns", "exec", prefix + "-sub"}, args...)...).CombinedOutput()
+		out, err := exec.Command("ip", append([]string{"netns", "exec", r.prefix + "-sub"}, args...)...).CombinedOutput()
 		if err != nil {
 			t.Fatalf("%v: %v\n%s", args, err, out)
 		}
@@ -141,23 +126,8 @@ func TestLabOLTGraph(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("end-to-end: routerd --lab needs root to create network namespaces")
 	}
-	prefix, state := uniquePrefix(), t.TempDir()
-	config := filepath.Join(t.TempDir(), "routerd.yaml")
-	if err := os.WriteFile(config, []byte("graph_sample_ms: 500\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	r := startLab(t, binary(t), prefix, state, "--config", config)
-	get := func(path string) (int, string, []byte) {
-		req, _ := http.NewRequest("GET", r.url+path, nil)
-		req.Header.Set("X-API-Key", r.key)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, resp.Header.Get("Content-Type"), body
-	}
+	r := startGraphLab(t)
+	get := r.get
 
 	// An ONT on PON port 0/1/0, from the lab OLT's autofind list.
 	m := r.must("POST", "/olt/autofind", map[string]any{"olt": "lab"}, 200)
@@ -211,4 +181,30 @@ func TestLabOLTGraph(t *testing.T) {
 	if st, ct, body := get("/graph/oltport?olt=nosuch&port=0/1/0"); st != 404 || ct != "application/json" {
 		t.Errorf("unknown OLT: %d %s %s", st, ct, body)
 	}
+}
+
+// startGraphLab starts routerd --lab sampling every 500 ms
+// (graph_sample_ms), so graphs have data within seconds.
+func startGraphLab(t *testing.T) *routerd {
+	t.Helper()
+	config := filepath.Join(t.TempDir(), "routerd.yaml")
+	if err := os.WriteFile(config, []byte("graph_sample_ms: 500\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return startLab(t, binary(t), uniquePrefix(), t.TempDir(), "--config", config)
+}
+
+// get fetches path with the API key: its status, content type and body
+// as they are (a PNG, or JSON).
+func (r *routerd) get(path string) (int, string, []byte) {
+	r.t.Helper()
+	req, _ := http.NewRequest("GET", r.url+path, nil)
+	req.Header.Set("X-API-Key", r.key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header.Get("Content-Type"), body
 }
