@@ -266,13 +266,7 @@ func (s *Service) snmpSet(ctx context.Context, r *api.SNMPSet) (*api.SNMPSetAnsw
 // storeSNMP writes the settings if they are still at rev (0: absent).
 func (s *Service) storeSNMP(ctx context.Context, set snmpSettings, rev int64) error {
 	key := s.st.Key(snmpKey)
-	t := s.st.Txn()
-	if rev == 0 {
-		t = t.IfAbsent(key)
-	} else {
-		t = t.IfRevision(key, rev)
-	}
-	_, err := t.Put(key, set).Commit(ctx)
+	_, err := s.st.Txn().IfRevision(key, rev).Put(key, set).Commit(ctx)
 	return err
 }
 
